@@ -1,0 +1,129 @@
+"""partition job and result (SPEC.md §2.5)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from apportion.contracts.base import FiniteFloat, JobBase, WireModel, alias
+
+# A size or weight: a number, or a string "yaql=EXPR" evaluated against the hardware.
+Dynamic = FiniteFloat | str
+
+
+def _space_type(value: Any) -> Any:
+    # The seed writes "partition", the Bareon code "partitions": accept both.
+    return "partition" if value == "partitions" else value
+
+
+def _contains_ref(value: Any) -> Any:
+    # `contains: [{id: root}]` in the seed; a bare id string is accepted too.
+    return {"id": value} if isinstance(value, str) else value
+
+
+class ContainedRef(WireModel):
+    id: str = Field(min_length=1, max_length=256)
+
+
+class Space(WireModel):
+    """One space of the dynamic schema: a volume group, a logical volume or a partition.
+
+    Extra keys (``mount``, ``fs_type``, ``file_system``, …) are kept and passed
+    through to the result, since the seed says the list is open.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(min_length=1, max_length=256)
+    type: Annotated[Literal["vg", "lv", "partition"], BeforeValidator(_space_type)]
+    size: Dynamic | None = None
+    min_size: Dynamic | None = None
+    max_size: Dynamic | None = None
+    weight: Dynamic = 1.0
+    best_with_disks: str | list[str] | None = None
+    contains: list[Annotated[ContainedRef, BeforeValidator(_contains_ref)]] | None = None
+    mount: str | None = None
+    fs_type: str | None = None
+
+
+class Disk(WireModel):
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(min_length=1, max_length=256)
+    size: FiniteFloat = Field(ge=0, description="MiB")
+    type: str | None = None
+    path: str | None = None
+    dev: str | None = None
+    vendor: str | None = None
+
+
+class Hardware(WireModel):
+    """The node's hardware document; yaql expressions see all of it as ``$``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    ram: FiniteFloat | None = Field(default=None, ge=0, description="MiB")
+    disks: list[Disk] = Field(min_length=1)
+
+
+class PartitionJob(JobBase):
+    # `schema` would shadow a BaseModel attribute; the wire name stays "schema".
+    spaces: list[Space] = Field(
+        validation_alias=alias("schema", "spaces"), serialization_alias="schema", min_length=1
+    )
+    hardware: Hardware
+
+
+# ---- result -------------------------------------------------------------------------
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class SpaceOnDisk(_Out):
+    space_id: str
+    size: int = Field(description="MiB")
+
+
+class DiskLayout(_Out):
+    disk_id: str
+    size: int = Field(description="MiB (the disk's whole size)")
+    spaces: list[SpaceOnDisk] = Field(
+        description="every lv and partition in schema order, then `unallocated`"
+    )
+
+
+class PhysicalVolume(_Out):
+    disk_id: str
+    size: int = Field(description="MiB: the sum of the vg's logical volumes on this disk")
+
+
+class LogicalVolume(_Out):
+    id: str
+    size: int
+    mount: str | None = None
+    fs_type: str | None = None
+
+
+class VolumeGroupLayout(_Out):
+    id: str
+    physical_volumes: list[PhysicalVolume]
+    logical_volumes: list[LogicalVolume]
+
+
+class PartitionPlacement(_Out):
+    """A partition space lands as one partition on every disk where it got MiB."""
+
+    id: str
+    disk_id: str
+    size: int
+    mount: str | None = None
+    fs_type: str | None = None
+
+
+class PartitionResult(_Out):
+    disks: list[DiskLayout]
+    volume_groups: list[VolumeGroupLayout]
+    partitions: list[PartitionPlacement]

@@ -1,0 +1,197 @@
+"""The one entry point every caller uses: ``run(kind, payload) -> Envelope``.
+
+The CLI's ``solve``, the Celery tasks and the benchmarks all go through here, so
+validation, limits, timing and the mapping of outcomes to envelope statuses are
+decided in one place:
+
+* pydantic ``ValidationError`` and :class:`~apportion.errors.Rejected` → ``rejected``
+  with every problem's JSON path;
+* :class:`~apportion.errors.Infeasible` → ``infeasible``;
+* any other exception raised by an engine is a bug that a particular input
+  triggered. It is deterministic (retrying gives the same crash), so it becomes
+  ``rejected`` with code ``internal_error`` and a one-line message — never a
+  stack trace on the wire, never a dead worker. The caller logs the traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from apportion import ENGINE_VERSION
+from apportion.contracts import JOB_MODELS, KINDS, Envelope, ErrorDetail, ErrorInfo, Kind
+from apportion.errors import DomainError, Infeasible, Problem, Rejected, json_path
+from apportion.limits import DEFAULT_LIMITS, Limits
+
+log = logging.getLogger("apportion.engine")
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What an engine may know besides the job: limits, the clock, configured defaults.
+
+    Passing these in (rather than reading a clock or settings inside an engine) keeps
+    every engine a pure function of its inputs.
+    """
+
+    limits: Limits = DEFAULT_LIMITS
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
+    # launch_select: the policy a job without a `policy` key gets (config/default_policy.yaml).
+    default_policy: Sequence[Mapping[str, Any]] | None = None
+
+
+Solver = Callable[[Any, Context], BaseModel]
+
+# kind → "module:function". Imported lazily so `apportion --help` does not load scipy.
+# A kind appears here only once its engine exists; tasks and the CLI refuse the others.
+_SOLVERS: dict[Kind, str] = {
+    "partition": "apportion.partition:solve",
+}
+
+
+class UnknownKind(ValueError):
+    """The kind is not one of SPEC.md's, or its engine has not landed yet."""
+
+
+def available_kinds() -> tuple[Kind, ...]:
+    return tuple(k for k in KINDS if k in _SOLVERS)
+
+
+def solver_for(kind: str) -> Solver:
+    if kind not in KINDS:
+        raise UnknownKind(f"unknown job kind {kind!r}; kinds are {', '.join(KINDS)}")
+    target = _SOLVERS.get(kind)  # type: ignore[call-overload]
+    if target is None:
+        raise UnknownKind(f"the {kind} engine is not available in this version")
+    module_name, _, attr = target.partition(":")
+    solve: Solver = getattr(importlib.import_module(module_name), attr)
+    return solve
+
+
+def parse_json_text(text: str | bytes, limits: Limits = DEFAULT_LIMITS) -> Any:
+    """Decode a job from JSON text, enforcing the payload limit and refusing NaN/Infinity."""
+    size = len(text)
+    if size > limits.max_payload_bytes:
+        raise Rejected.at("$", f"payload of {size} bytes exceeds the limit of "
+                          f"{limits.max_payload_bytes} bytes", code="too_large")
+
+    def no_constants(name: str) -> Any:
+        raise ValueError(f"{name} is not valid JSON")
+
+    try:
+        return json.loads(text, parse_constant=no_constants)
+    except RecursionError:
+        raise Rejected.at("$", "JSON nested too deeply", code="malformed_json") from None
+    except ValueError as exc:
+        raise Rejected.at("$", f"not valid JSON: {exc}", code="malformed_json") from None
+
+
+def _problems(exc: ValidationError) -> list[Problem]:
+    out = []
+    for err in exc.errors(include_url=False, include_input=False):
+        out.append(Problem(json_path(err["loc"]), err["msg"]))
+    return out
+
+
+def validate(kind: Kind, payload: Any) -> BaseModel:
+    """Validate ``payload`` against the contract model of ``kind`` or raise :class:`Rejected`."""
+    if not isinstance(payload, dict):
+        raise Rejected.at("$", f"a {kind} job must be a JSON object, got {type(payload).__name__}")
+    try:
+        return JOB_MODELS[kind].model_validate(payload)
+    except ValidationError as exc:
+        problems = _problems(exc)
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise Rejected(f"{first.path}: {first.message}{more}", problems) from None
+    except RecursionError:
+        raise Rejected.at("$", "job nested too deeply") from None
+
+
+def _error(exc: DomainError) -> ErrorInfo:
+    problems: Sequence[Problem] = getattr(exc, "problems", ())
+    return ErrorInfo(
+        code=exc.code,
+        message=exc.message,
+        details=[ErrorDetail(path=p.path, message=p.message) for p in problems],
+    )
+
+
+def _payload_job_id(payload: Any) -> str | None:
+    if isinstance(payload, dict):
+        value = payload.get("job_id")
+        if isinstance(value, str) and 0 < len(value) <= 256:
+            return value
+    return None
+
+
+def run(
+    kind: str,
+    payload: Any,
+    ctx: Context | None = None,
+    *,
+    job_id: str | None = None,
+) -> Envelope:
+    """Validate, solve and wrap one job. Raises only :class:`UnknownKind`.
+
+    ``job_id`` is the fallback idempotency key (the Celery task id) used when the
+    job carries none.
+    """
+    solve = solver_for(kind)
+    k: Kind = kind  # type: ignore[assignment]
+    ctx = ctx or Context()
+    started = time.perf_counter()
+    resolved_id = _payload_job_id(payload) or job_id
+
+    def envelope(**fields: Any) -> Envelope:
+        elapsed = (time.perf_counter() - started) * 1000.0
+        return Envelope(
+            job_id=resolved_id,
+            kind=k,
+            engine_version=ENGINE_VERSION,
+            elapsed_ms=round(elapsed, 3),
+            **fields,
+        )
+
+    try:
+        if isinstance(payload, str | bytes):
+            payload = parse_json_text(payload, ctx.limits)
+            resolved_id = _payload_job_id(payload) or job_id
+        job = validate(k, payload)
+        result = solve(job, ctx)
+    except Rejected as exc:
+        return envelope(status="rejected", error=_error(exc))
+    except Infeasible as exc:
+        return envelope(status="infeasible", error=_error(exc))
+    except DomainError as exc:
+        return envelope(status="rejected", error=_error(exc))
+    except Exception as exc:  # an engine bug on this input; see module docstring
+        log.exception("engine %s failed on job %s", kind, resolved_id)
+        return envelope(
+            status="rejected",
+            error=ErrorInfo(
+                code="internal_error",
+                message=f"the {kind} engine could not process this job "
+                f"({type(exc).__name__}: {str(exc)[:200]})",
+            ),
+        )
+    return envelope(status="ok", result=result.model_dump(mode="json"))
+
+
+__all__ = [
+    "Context",
+    "UnknownKind",
+    "available_kinds",
+    "parse_json_text",
+    "run",
+    "solver_for",
+    "validate",
+]

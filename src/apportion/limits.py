@@ -1,0 +1,44 @@
+"""Limits on everything a user controls.
+
+Every size a job can choose (payload, pools, providers, disks, spaces, candidates,
+yaql expressions) has a ceiling here, so a hostile or mistaken job is ``rejected``
+with the limit it broke instead of exhausting a worker. The defaults are
+generous for real deployments; operators override them with ``APPORTION_LIMITS__*``
+environment variables (see ``config/settings.py``).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Limits(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # Whole job, as JSON text.
+    max_payload_bytes: int = Field(32 * 1024 * 1024, gt=0)
+    # auto_attach / guest_host_attach
+    max_pools: int = Field(50_000, gt=0)
+    max_products: int = Field(10_000, gt=0)
+    max_entitlements: int = Field(50_000, gt=0)
+    # launch_select
+    max_providers: int = Field(100_000, gt=0)
+    max_request_length: int = Field(16_384, gt=0)
+    max_request_groups: int = Field(64, gt=0)
+    max_candidates: int = Field(10_000, gt=0)
+    max_accounts: int = Field(10_000, gt=0)
+    max_policy_modules: int = Field(32, gt=0)
+    # partition
+    max_disks: int = Field(256, gt=0)
+    max_spaces: int = Field(1_024, gt=0)
+    max_lp_variables: int = Field(200_000, gt=0)
+    # yaql (partition schemas and the selection `expression` module)
+    yaql_max_expression_length: int = Field(4_096, gt=0)
+    yaql_max_iterations: int = Field(10_000, gt=0)
+    yaql_memory_quota: int = Field(100_000, gt=0)
+    yaql_timeout_seconds: float = Field(1.0, gt=0)
+    # Strings anywhere in a job (ids, names, attribute values).
+    max_string_length: int = Field(65_536, gt=0)
+
+
+DEFAULT_LIMITS = Limits()
