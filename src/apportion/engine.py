@@ -139,11 +139,13 @@ def run(
     ctx: Context | None = None,
     *,
     job_id: str | None = None,
+    reraise: tuple[type[BaseException], ...] = (),
 ) -> Envelope:
-    """Validate, solve and wrap one job. Raises only :class:`UnknownKind`.
+    """Validate, solve and wrap one job. Raises only :class:`UnknownKind` and ``reraise``.
 
     ``job_id`` is the fallback idempotency key (the Celery task id) used when the
-    job carries none.
+    job carries none. ``reraise`` lets the caller keep exceptions that are its own
+    business, such as Celery's soft time limit, out of the engine-bug branch.
     """
     solve = solver_for(kind)
     k: Kind = kind  # type: ignore[assignment]
@@ -173,6 +175,8 @@ def run(
         return envelope(status="infeasible", error=_error(exc))
     except DomainError as exc:
         return envelope(status="rejected", error=_error(exc))
+    except reraise:
+        raise
     except Exception as exc:  # an engine bug on this input; see module docstring
         log.exception("engine %s failed on job %s", kind, resolved_id)
         return envelope(

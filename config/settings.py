@@ -1,0 +1,131 @@
+"""Settings from the environment (``APPORTION_*``), validated at start-up.
+
+Nested values use ``__``: ``APPORTION_LIMITS__MAX_POOLS=20000``,
+``APPORTION_TIME_LIMITS__PARTITION__HARD=120``. A setting that would make the
+worker unsafe (a visibility timeout not longer than the longest hard time limit,
+which would let Redis redeliver a job that is still running) is refused here, at
+boot, rather than discovered in production.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from apportion.limits import Limits
+
+Queue = Literal["attach", "launch", "partition", "events"]
+QUEUES: tuple[Queue, ...] = ("attach", "launch", "partition", "events")
+
+
+class TimeLimit(BaseModel):
+    """Soft limit raises inside the task (we answer ``rejected``); hard limit kills the child."""
+
+    model_config = ConfigDict(frozen=True)
+
+    soft: float = Field(gt=0)
+    hard: float = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _soft_before_hard(self) -> TimeLimit:
+        if self.soft >= self.hard:
+            raise ValueError(f"soft time limit {self.soft} must be below hard limit {self.hard}")
+        return self
+
+
+# One subclass per queue so an environment variable that sets only the hard limit
+# (APPORTION_TIME_LIMITS__PARTITION__HARD=300) keeps that queue's default soft limit.
+class AttachTimeLimit(TimeLimit):
+    soft: float = Field(60, gt=0)
+    hard: float = Field(90, gt=0)
+
+
+class LaunchTimeLimit(TimeLimit):
+    soft: float = Field(30, gt=0)
+    hard: float = Field(45, gt=0)
+
+
+class PartitionTimeLimit(TimeLimit):
+    soft: float = Field(60, gt=0)
+    hard: float = Field(90, gt=0)
+
+
+class EventsTimeLimit(TimeLimit):
+    soft: float = Field(10, gt=0)
+    hard: float = Field(20, gt=0)
+
+
+class TimeLimits(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    attach: AttachTimeLimit = AttachTimeLimit()
+    launch: LaunchTimeLimit = LaunchTimeLimit()
+    partition: PartitionTimeLimit = PartitionTimeLimit()
+    events: EventsTimeLimit = EventsTimeLimit()
+
+    def for_queue(self, queue: Queue) -> TimeLimit:
+        limit: TimeLimit = getattr(self, queue)
+        return limit
+
+    @property
+    def longest_hard(self) -> float:
+        return max(self.for_queue(q).hard for q in QUEUES)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="APPORTION_", env_nested_delimiter="__", frozen=True, extra="ignore"
+    )
+
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    # Broker and result backend default to redis_url; split them when operators want to.
+    broker_url: str | None = None
+    result_backend: str | None = None
+
+    # Seconds Redis waits for an ack before redelivering a message to another worker.
+    visibility_timeout: int = Field(3600, gt=0)
+    # How often workers sweep for messages whose visibility timeout has passed (kombu).
+    unacked_restore_interval: int = Field(10, gt=0)
+    time_limits: TimeLimits = TimeLimits()
+    result_expires: int = Field(86_400, gt=0, description="seconds results stay in the backend")
+
+    stream_prefix: str = Field("apportion", min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
+    stream_maxlen: int = Field(100_000, gt=0, description="approximate MAXLEN of each stream")
+    # How long "this job's result was already published" is remembered (idempotency window).
+    # Must cover the longest possible redelivery delay; a day is far beyond it.
+    dedup_ttl: int = Field(86_400, gt=0)
+
+    publish_retries: int = Field(5, ge=0)
+    publish_backoff_max: int = Field(60, gt=0)
+
+    limits: Limits = Limits()
+    default_policy_file: str | None = Field(
+        None, description="YAML file with the default launch policy (config/default_policy.yaml)"
+    )
+
+    @property
+    def broker(self) -> str:
+        return self.broker_url or self.redis_url
+
+    @property
+    def backend(self) -> str:
+        return self.result_backend or self.redis_url
+
+    @model_validator(mode="after")
+    def _visibility_outlasts_every_task(self) -> Settings:
+        longest = self.time_limits.longest_hard
+        if self.visibility_timeout <= longest:
+            raise ValueError(
+                f"APPORTION_VISIBILITY_TIMEOUT={self.visibility_timeout} must be longer than the "
+                f"longest hard time limit ({longest:g} s), or Redis would redeliver running jobs"
+            )
+        return self
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Process-wide settings, read once from the environment."""
+    return Settings()

@@ -1,0 +1,46 @@
+"""Shared fixtures. The real-Redis fixtures start a dedicated redis-server.
+
+In CI (``CI`` or ``APPORTION_REQUIRE_REDIS`` set) a missing redis-server is a
+failure, never a skip: the integration suite must run there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.processes import RedisServer, free_port
+
+EXAMPLES = Path(__file__).resolve().parent / "data" / "examples"
+REQUIRE_REDIS = bool(os.environ.get("CI") or os.environ.get("APPORTION_REQUIRE_REDIS"))
+
+
+def load_example(name: str) -> Any:
+    return json.loads((EXAMPLES / name).read_text())
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(port=free_port(), workdir=tmp_path_factory.mktemp("redis"))
+    try:
+        server.start()
+    except FileNotFoundError:
+        if REQUIRE_REDIS:
+            pytest.fail("redis-server is not installed; CI must run the real-Redis tests")
+        pytest.skip("redis-server is not installed (CI installs it)")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> Iterator[str]:
+    """A clean database for each test."""
+    client = redis_server.client()
+    client.flushall()
+    yield redis_server.url
+    client.close()

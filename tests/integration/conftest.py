@@ -1,0 +1,56 @@
+"""Integration fixtures: a real Celery worker process against the test redis-server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from celery import Celery
+
+from config.settings import Settings
+from tests.support.processes import RedisServer, Worker, running_worker
+from workers.app import create_app
+from workers.keys import Keys
+
+pytestmark = [pytest.mark.redis, pytest.mark.worker]
+
+
+def worker_env(url: str, **extra: str) -> dict[str, str]:
+    return {"APPORTION_REDIS_URL": url, "PYTHONUNBUFFERED": "1", **extra}
+
+
+@pytest.fixture(scope="module")
+def worker(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
+    log = tmp_path_factory.mktemp("worker") / "worker.log"
+    with running_worker(worker_env(redis_server.url), log) as w:
+        yield w
+
+
+@pytest.fixture(scope="module")
+def producer(redis_server: RedisServer) -> Iterator[Celery]:
+    """The producer side: the same app configuration a service would use to send by name."""
+    app = create_app(Settings(redis_url=redis_server.url))
+    yield app
+    app.close()
+
+
+@pytest.fixture
+def client(redis_server: RedisServer) -> Iterator[redis.Redis]:
+    c = redis_server.client()
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def keys() -> Keys:
+    return Keys()
+
+
+def stream_job_ids(client: redis.Redis, stream: str) -> list[str]:
+    return [fields[b"job_id"].decode() for _, fields in client.xrange(stream)]
+
+
+def log_path(tmp_path: Path, name: str) -> Path:
+    return tmp_path / f"{name}.log"

@@ -1,0 +1,149 @@
+"""Real processes for the integration suite: a redis-server and Celery workers.
+
+Nothing here is mocked: the tests start a dedicated redis-server on a free port
+(so they never touch an operator's data) and real ``celery worker`` processes
+against it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def wait_until(predicate: object, timeout: float, interval: float = 0.05, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what or predicate}")
+
+
+@dataclass
+class RedisServer:
+    port: int
+    workdir: Path
+    appendonly: bool = False
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise FileNotFoundError("redis-server")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        args = [
+            binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.workdir),
+            "--save", "", "--appendonly", "yes" if self.appendonly else "no",
+            "--logfile", str(self.workdir / "redis.log"),
+        ]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        def up() -> bool:
+            try:
+                return bool(self.client().ping())
+            except redis.ConnectionError:
+                return False
+
+        wait_until(up, 10, what=f"redis-server on {self.port}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.proc = None
+
+
+@dataclass
+class Worker:
+    """A ``celery -A workers.app worker`` process in its own process group."""
+
+    env: Mapping[str, str]
+    queues: str = "attach,launch,partition,events"
+    concurrency: int = 2
+    logfile: Path = field(default_factory=lambda: Path("worker.log"))
+    extra_args: tuple[str, ...] = ()
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, ready_timeout: float = 60) -> None:
+        args = [
+            sys.executable, "-m", "celery", "-A", "workers.app", "worker",
+            "-Q", self.queues, "-c", str(self.concurrency), "--pool", "prefork",
+            "--loglevel", "INFO", "--without-mingle", "--without-gossip",
+            "-n", f"test-{os.getpid()}-{time.monotonic_ns()}@%h", *self.extra_args,
+        ]
+        self._log = open(self.logfile, "ab")  # noqa: SIM115 - lives as long as the worker
+        self.proc = subprocess.Popen(
+            args, cwd=REPO, env={**os.environ, **self.env}, stdout=self._log,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        wait_until(lambda: b" ready." in self.logfile.read_bytes() or self.proc.poll() is not None,  # type: ignore[union-attr]
+                   ready_timeout, what="celery worker ready")
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"worker exited at start:\n{self.log_text()[-3000:]}")
+
+    def log_text(self) -> str:
+        return self.logfile.read_bytes().decode(errors="replace")
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the whole group: main process and pool children, no goodbye."""
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if getattr(self, "_log", None):
+            self._log.close()
+
+
+@contextlib.contextmanager
+def running_worker(env: Mapping[str, str], logfile: Path, **kwargs: object) -> Iterator[Worker]:
+    worker = Worker(env=env, logfile=logfile, **kwargs)  # type: ignore[arg-type]
+    worker.start()
+    try:
+        yield worker
+    finally:
+        worker.stop()

@@ -1,0 +1,96 @@
+"""Key names, settings and the Celery configuration derived from them."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from config.celeryconfig import TASK_QUEUES, celery_config
+from config.settings import Settings
+from workers.keys import Keys
+
+
+def test_every_key_apportion_writes_is_under_its_prefix() -> None:
+    keys = Keys("acme")
+
+    names = [
+        *keys.all_results_streams(),
+        keys.published_marker("partition", "j"),
+        keys.launch_failures_stream,
+        keys.failure_history("vsphere-a"),
+        keys.failure_event_marker("evt-1"),
+    ]
+
+    assert all(n.startswith("acme:") for n in names)
+    assert len(set(names)) == len(names)
+    assert keys.results_stream("partition") == "acme:results:partition"
+
+
+def test_settings_default_to_the_local_redis_and_read_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert Settings().redis_url == "redis://127.0.0.1:6379/0"
+
+    monkeypatch.setenv("APPORTION_REDIS_URL", "redis://cache:6380/2")
+    monkeypatch.setenv("APPORTION_VISIBILITY_TIMEOUT", "7200")
+    monkeypatch.setenv("APPORTION_LIMITS__MAX_POOLS", "123")
+    monkeypatch.setenv("APPORTION_TIME_LIMITS__PARTITION__HARD", "300")
+    s = Settings()
+
+    assert s.broker == "redis://cache:6380/2"
+    assert s.backend == "redis://cache:6380/2"
+    assert s.visibility_timeout == 7200
+    assert s.limits.max_pools == 123
+    assert s.time_limits.partition.hard == 300
+
+
+def test_a_visibility_timeout_not_longer_than_the_longest_hard_limit_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("APPORTION_VISIBILITY_TIMEOUT", "90")
+
+    with pytest.raises(ValidationError, match="longer than the longest hard time limit"):
+        Settings()
+
+
+def test_a_soft_limit_must_come_before_the_hard_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("APPORTION_TIME_LIMITS__LAUNCH__SOFT", "50")
+
+    with pytest.raises(ValidationError, match="soft time limit"):
+        Settings()
+
+
+def test_the_celery_configuration_accepts_json_only_and_acks_late() -> None:
+    conf = celery_config(Settings())
+
+    assert conf["accept_content"] == ["json"]
+    assert conf["result_accept_content"] == ["json"]
+    assert conf["task_serializer"] == conf["result_serializer"] == "json"
+    assert conf["task_acks_late"] is True
+    assert conf["task_reject_on_worker_lost"] is True
+    assert conf["worker_prefetch_multiplier"] == 1
+    assert conf["worker_send_task_events"] is True
+    assert conf["task_send_sent_event"] is True
+    assert conf["result_expires"] == 86_400
+
+
+def test_the_visibility_timeout_is_set_everywhere_celery_reads_it() -> None:
+    conf = celery_config(Settings(visibility_timeout=5000))
+
+    assert conf["broker_transport_options"]["visibility_timeout"] == 5000
+    assert conf["result_backend_transport_options"]["visibility_timeout"] == 5000
+    assert conf["visibility_timeout"] == 5000
+
+
+def test_each_task_gets_its_queue_and_that_queues_time_limits() -> None:
+    conf = celery_config(Settings())
+
+    assert conf["task_routes"]["apportion.auto_attach"]["queue"] == "attach"
+    assert conf["task_routes"]["apportion.guest_host_attach"]["queue"] == "attach"
+    assert conf["task_routes"]["apportion.launch_select"]["queue"] == "launch"
+    assert conf["task_routes"]["apportion.partition"]["queue"] == "partition"
+    assert conf["task_routes"]["apportion.launch_outcome"]["queue"] == "events"
+    assert conf["task_annotations"]["apportion.launch_select"] == {
+        "soft_time_limit": 30, "time_limit": 45
+    }
+    assert set(TASK_QUEUES.values()) == {q.name for q in conf["task_queues"]}

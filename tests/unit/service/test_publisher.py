@@ -1,0 +1,106 @@
+"""Result events: once per job, capped streams, clear errors when Redis is away."""
+
+from __future__ import annotations
+
+import json
+
+import fakeredis
+import pytest
+import redis
+
+from apportion.contracts import Envelope
+from apportion.errors import StoreUnavailable
+from workers.keys import Keys
+from workers.publisher import MemoryPublisher, StreamPublisher
+
+
+def envelope(job_id: str, kind: str = "partition", status: str = "ok") -> Envelope:
+    return Envelope(job_id=job_id, kind=kind, status=status,  # type: ignore[arg-type]
+                    result={"n": 1} if status == "ok" else None,
+                    engine_version="0.1.0", elapsed_ms=1.0)
+
+
+@pytest.fixture
+def client() -> fakeredis.FakeRedis:
+    return fakeredis.FakeRedis()
+
+
+def publisher(client: redis.Redis, maxlen: int = 1000) -> StreamPublisher:
+    return StreamPublisher(client, Keys(), maxlen=maxlen, dedup_ttl=60)
+
+
+def test_a_result_event_carries_job_id_kind_status_and_the_envelope(
+    client: fakeredis.FakeRedis,
+) -> None:
+    entry = publisher(client).publish(envelope("job-1"))
+
+    assert entry is not None
+    [(entry_id, fields)] = client.xrange("apportion:results:partition")
+    assert entry_id.decode() == entry
+    assert fields[b"job_id"] == b"job-1"
+    assert fields[b"kind"] == b"partition"
+    assert fields[b"status"] == b"ok"
+    assert json.loads(fields[b"envelope"])["result"] == {"n": 1}
+
+
+def test_publishing_the_same_job_twice_adds_one_entry(client: fakeredis.FakeRedis) -> None:
+    pub = publisher(client)
+
+    first = pub.publish(envelope("job-1"))
+    second = pub.publish(envelope("job-1"))
+
+    assert first is not None
+    assert second is None
+    assert client.xlen("apportion:results:partition") == 1
+
+
+def test_the_same_job_id_in_two_kinds_is_two_jobs(client: fakeredis.FakeRedis) -> None:
+    pub = publisher(client)
+    pub.publish(envelope("job-1", "partition"))
+    pub.publish(envelope("job-1", "auto_attach"))
+
+    assert client.xlen("apportion:results:partition") == 1
+    assert client.xlen("apportion:results:auto_attach") == 1
+
+
+def test_the_idempotency_marker_expires_so_keys_stay_bounded(
+    client: fakeredis.FakeRedis,
+) -> None:
+    publisher(client).publish(envelope("job-1"))
+
+    ttl = client.ttl("apportion:published:partition:job-1")
+    assert 0 < ttl <= 60
+
+
+def test_streams_are_capped_near_maxlen(client: fakeredis.FakeRedis) -> None:
+    pub = publisher(client, maxlen=10)
+    for i in range(500):
+        pub.publish(envelope(f"job-{i}"))
+
+    # MAXLEN ~ trims in whole macro nodes: bounded, not exact.
+    assert client.xlen("apportion:results:partition") < 200
+
+
+def test_an_unreachable_redis_is_an_infrastructure_error() -> None:
+    dead = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+    pub = StreamPublisher.__new__(StreamPublisher)
+    pub.__init__(dead, Keys(), maxlen=10, dedup_ttl=10)  # type: ignore[misc]
+
+    with pytest.raises(StoreUnavailable):
+        pub.publish(envelope("job-1"))
+
+
+def test_an_envelope_without_job_id_cannot_be_published_idempotently(
+    client: fakeredis.FakeRedis,
+) -> None:
+    with pytest.raises(ValueError, match="job_id"):
+        publisher(client).publish(envelope(""))
+
+
+def test_the_memory_publisher_keeps_the_same_once_per_job_rule() -> None:
+    pub = MemoryPublisher()
+
+    assert pub.publish(envelope("a")) == "1-0"
+    assert pub.publish(envelope("a")) is None
+    assert pub.publish(envelope("b")) == "2-0"
+    assert [e.job_id for e in pub.envelopes()] == ["a", "b"]

@@ -1,0 +1,41 @@
+"""Every Redis key and stream name apportion uses, in one place.
+
+Celery's own keys (queues such as ``partition``, ``unacked``, ``celery-task-meta-*``)
+are named by kombu/Celery; everything apportion writes itself is named here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from apportion.contracts import KINDS, Kind
+
+SUBSCRIBER_GROUP = "apportion-subscribers"
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    prefix: str = "apportion"
+
+    def results_stream(self, kind: Kind) -> str:
+        """One stream per job kind, so a subscriber reads only the kinds it cares about."""
+        return f"{self.prefix}:results:{kind}"
+
+    def all_results_streams(self) -> list[str]:
+        return [self.results_stream(k) for k in KINDS]
+
+    def published_marker(self, kind: Kind, job_id: str) -> str:
+        """Set once a job's result event is on its stream; makes publishing idempotent."""
+        return f"{self.prefix}:published:{kind}:{job_id}"
+
+    @property
+    def launch_failures_stream(self) -> str:
+        return f"{self.prefix}:launch-failures"
+
+    def failure_history(self, account: str) -> str:
+        """Sorted set of one account's failure event ids, scored by failure time."""
+        return f"{self.prefix}:failures:{account}"
+
+    def failure_event_marker(self, event_id: str) -> str:
+        """Set once a launch-outcome event id has been recorded (idempotency)."""
+        return f"{self.prefix}:outcome:{event_id}"
