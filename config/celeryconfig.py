@@ -74,9 +74,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_default_queue": "partition",
         "task_default_exchange": "apportion",
         "task_default_routing_key": "partition",
-        "task_routes": {
-            name: {"queue": q, "routing_key": q} for name, q in TASK_QUEUES.items()
-        },
+        "task_routes": {name: {"queue": q, "routing_key": q} for name, q in TASK_QUEUES.items()},
         "task_annotations": task_time_limits(settings),
         # Flower and `celery events` need both.
         "worker_send_task_events": True,

@@ -55,22 +55,34 @@ def publish_or_retry(task: Task, rt: Runtime, envelope: Envelope) -> None:
     except InfrastructureError as exc:
         retries = task.request.retries
         countdown = min(2**retries, rt.settings.publish_backoff_max)
-        log.warning("publishing %s failed (%s); retry %d in %ss", envelope.job_id, exc,
-                    retries + 1, countdown)
-        raise task.retry(exc=exc, countdown=countdown,
-                         max_retries=rt.settings.publish_retries) from exc
+        log.warning(
+            "publishing %s failed (%s); retry %d in %ss",
+            envelope.job_id,
+            exc,
+            retries + 1,
+            countdown,
+        )
+        raise task.retry(
+            exc=exc, countdown=countdown, max_retries=rt.settings.publish_retries
+        ) from exc
 
 
 def execute(task: Task, kind: Kind, job: Any) -> dict[str, Any]:
     rt = get_runtime()
     try:
-        envelope = run(kind, job, rt.context(), job_id=task.request.id,
-                       reraise=(SoftTimeLimitExceeded,))
+        envelope = run(
+            kind, job, rt.context(), job_id=task.request.id, reraise=(SoftTimeLimitExceeded,)
+        )
     except SoftTimeLimitExceeded:
         envelope = _time_limit_envelope(kind, job, task, rt)
     if envelope.status != "ok":
-        log.info("job %s (%s) %s: %s", envelope.job_id, kind, envelope.status,
-                 envelope.error.message if envelope.error else "")
+        log.info(
+            "job %s (%s) %s: %s",
+            envelope.job_id,
+            kind,
+            envelope.status,
+            envelope.error.message if envelope.error else "",
+        )
     publish_or_retry(task, rt, envelope)
     return envelope.model_dump(mode="json")
 

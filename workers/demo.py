@@ -34,8 +34,9 @@ def _partition_table(result: dict[str, Any]) -> Table:
         table.add_column(space, justify="right", style=style)
     for disk in disks:
         sizes = {s["space_id"]: s["size"] for s in disk["spaces"]}
-        table.add_row(disk["disk_id"], str(disk["size"]),
-                      *[str(sizes.get(s, 0) or "·") for s in spaces])
+        table.add_row(
+            disk["disk_id"], str(disk["size"]), *[str(sizes.get(s, 0) or "·") for s in spaces]
+        )
     return table
 
 
@@ -43,8 +44,10 @@ def _render(console: Console, kind: str, title: str, envelope: dict[str, Any]) -
     status = envelope["status"]
     colour = {"ok": "green", "infeasible": "yellow", "rejected": "red"}[status]
     console.rule(f"[bold]{kind}[/] · {title}")
-    console.print(f"job [cyan]{envelope['job_id']}[/] → [{colour}]{status}[/] "
-                  f"in {envelope['elapsed_ms']:.1f} ms")
+    console.print(
+        f"job [cyan]{envelope['job_id']}[/] → [{colour}]{status}[/] "
+        f"in {envelope['elapsed_ms']:.1f} ms"
+    )
     if status != "ok":
         error = envelope["error"]
         console.print(f"  {error['code']}: {error['message']}")
@@ -76,11 +79,14 @@ def run_demo(as_json: bool = False) -> int:
     jobs = [(k, t, j) for (k, t, j) in DEMO_JOBS if k in kinds]
     outputs: list[dict[str, Any]] = []
     try:
-        with start_worker(app, pool="solo", perform_ping_check=False, loglevel="WARNING",
-                          shutdown_timeout=10):
+        with start_worker(
+            app, pool="solo", perform_ping_check=False, loglevel="WARNING", shutdown_timeout=10
+        ):
             if not as_json:
-                console.print(f"[bold]apportion demo[/]: an in-process Celery worker on the "
-                              f"in-memory broker runs {len(jobs)} jobs through the real tasks.")
+                console.print(
+                    f"[bold]apportion demo[/]: an in-process Celery worker on the "
+                    f"in-memory broker runs {len(jobs)} jobs through the real tasks."
+                )
             pending = [(k, t, app.send_task(f"apportion.{k}", args=[j])) for (k, t, j) in jobs]
             for kind, title, async_result in pending:
                 envelope: dict[str, Any] = async_result.get(timeout=120)

@@ -6,6 +6,7 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from apportion.errors import StoreUnavailable
 from config.settings import get_settings
@@ -53,8 +54,12 @@ def follow(
             break
         for event in events:
             if as_json:
-                record = {"stream": event.stream, "id": event.entry_id, **event.fields}
-                record["envelope"] = event.envelope()
+                record: dict[str, Any] = {
+                    "stream": event.stream,
+                    "id": event.entry_id,
+                    **event.fields,
+                    "envelope": event.envelope(),
+                }
                 print(json.dumps(record), flush=True)
             else:
                 print(_line(event), flush=True)

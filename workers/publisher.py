@@ -48,9 +48,7 @@ class ResultPublisher(Protocol):
 class StreamPublisher:
     """Publishes result envelopes to ``{prefix}:results:{kind}`` streams (MAXLEN ~ capped)."""
 
-    def __init__(
-        self, client: redis.Redis, keys: Keys, *, maxlen: int, dedup_ttl: int
-    ) -> None:
+    def __init__(self, client: redis.Redis, keys: Keys, *, maxlen: int, dedup_ttl: int) -> None:
         self._client = client
         self._keys = keys
         self._maxlen = maxlen
@@ -66,8 +64,10 @@ class StreamPublisher:
             flat += [k, v]
         try:
             entry = self._script(
-                keys=[self._keys.published_marker(kind, envelope.job_id),
-                      self._keys.results_stream(kind)],
+                keys=[
+                    self._keys.published_marker(kind, envelope.job_id),
+                    self._keys.results_stream(kind),
+                ],
                 args=[self._dedup_ttl, self._maxlen, *flat],
             )
         except TRANSIENT_ERRORS as exc:

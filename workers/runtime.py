@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+
 from apportion.engine import Context
 from config.policy import engine_context
 from config.settings import Settings, get_settings

@@ -111,22 +111,21 @@ class StreamSubscriber:
         """Next entries for this consumer: its own backlog first, then claimed, then new."""
         try:
             if not self._backlog_done:
-                pending = self._read({s: "0" for s in self._streams}, count, None)
+                pending = self._read(dict.fromkeys(self._streams, "0"), count, None)
                 if pending:
                     return pending
                 self._backlog_done = True
                 claimed = self.claim_abandoned(count)
                 if claimed:
                     return claimed
-            return self._read({s: ">" for s in self._streams}, count, block_ms)
+            return self._read(dict.fromkeys(self._streams, ">"), count, block_ms)
         except TRANSIENT_ERRORS as exc:
             raise StoreUnavailable(str(exc)) from exc
 
-    def _read(
-        self, ids: dict[str, str], count: int, block_ms: int | None
-    ) -> list[StreamEvent]:
-        reply = self._client.xreadgroup(
-            self.group, self.consumer, ids, count=count, block=block_ms
+    def _read(self, ids: dict[str, str], count: int, block_ms: int | None) -> list[StreamEvent]:
+        streams: Any = ids  # redis-py's annotation wants a dict of bytes|str|memoryview
+        reply: Any = self._client.xreadgroup(
+            self.group, self.consumer, streams, count=count, block=block_ms
         )
         out: list[StreamEvent] = []
         for stream, rows in reply or []:

@@ -129,8 +129,16 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
     name = f"apportion.{args.kind}"
     try:
+        # Fail fast and clearly when Redis is down, instead of Celery's long retry loops.
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(
+                max_retries=args.connect_retries,
+                interval_start=0.2,
+                interval_step=0.5,
+                interval_max=1.0,
+            )
         results = [app.send_task(name, args=[job]) for job in jobs]
-    except OperationalError as exc:
+    except (OperationalError, OSError, RuntimeError) as exc:
         print(f"apportion submit: cannot reach the broker: {exc}", file=sys.stderr)
         return EXIT_FAILED
     if not args.wait:
@@ -215,6 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("--wait", action="store_true", help="wait and print the result envelope(s)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (with --wait)")
+    p.add_argument(
+        "--connect-retries", type=int, default=3, help="broker connection attempts before giving up"
+    )
     p.set_defaults(func=cmd_submit)
 
     p = sub.add_parser("worker", help="run a Celery worker (extra args go to celery)")

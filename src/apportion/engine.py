@@ -68,7 +68,7 @@ def available_kinds() -> tuple[Kind, ...]:
 def solver_for(kind: str) -> Solver:
     if kind not in KINDS:
         raise UnknownKind(f"unknown job kind {kind!r}; kinds are {', '.join(KINDS)}")
-    target = _SOLVERS.get(kind)  # type: ignore[call-overload]
+    target = _SOLVERS.get(kind)
     if target is None:
         raise UnknownKind(f"the {kind} engine is not available in this version")
     module_name, _, attr = target.partition(":")
@@ -80,8 +80,11 @@ def parse_json_text(text: str | bytes, limits: Limits = DEFAULT_LIMITS) -> Any:
     """Decode a job from JSON text, enforcing the payload limit and refusing NaN/Infinity."""
     size = len(text)
     if size > limits.max_payload_bytes:
-        raise Rejected.at("$", f"payload of {size} bytes exceeds the limit of "
-                          f"{limits.max_payload_bytes} bytes", code="too_large")
+        raise Rejected.at(
+            "$",
+            f"payload of {size} bytes exceeds the limit of {limits.max_payload_bytes} bytes",
+            code="too_large",
+        )
 
     def no_constants(name: str) -> Any:
         raise ValueError(f"{name} is not valid JSON")

@@ -49,8 +49,10 @@ def test_every_shared_example_job_validates_against_its_contract(kind: str, exam
 
 def test_the_partition_schema_keeps_its_wire_name_and_accepts_partitions_plural() -> None:
     job = PartitionJob.model_validate(
-        {"schema": [{"id": "p", "type": "partitions", "size": 10}],
-         "hardware": {"disks": [{"id": "sda", "size": 100}]}}
+        {
+            "schema": [{"id": "p", "type": "partitions", "size": 10}],
+            "hardware": {"disks": [{"id": "sda", "size": 100}]},
+        }
     )
 
     assert job.spaces[0].type == "partition"
@@ -80,13 +82,20 @@ def test_a_pool_in_candlepin_json_is_read_as_snake_case() -> None:
     assert pool.product_attributes == {"sockets": "2"}
     assert pool.provided_products == ["69"]
     assert pool.derived_provided_products == ["70"]
-    assert pool.start_date is not None and pool.start_date.year == 2026
+    assert pool.start_date is not None
+    assert pool.start_date.year == 2026
 
 
 def test_consumer_type_given_as_a_candlepin_label_object_is_accepted() -> None:
     job = AutoAttachJob.model_validate(
-        {"consumer": {"uuid": "c", "type": {"label": "hypervisor"},
-                      "installedProducts": [{"productId": "69"}], "addOns": "a, b"}}
+        {
+            "consumer": {
+                "uuid": "c",
+                "type": {"label": "hypervisor"},
+                "installedProducts": [{"productId": "69"}],
+                "addOns": "a, b",
+            }
+        }
     )
 
     assert job.consumer.type == "hypervisor"
@@ -97,8 +106,10 @@ def test_consumer_type_given_as_a_candlepin_label_object_is_accepted() -> None:
 def test_nan_and_infinity_are_not_numbers_a_job_may_carry() -> None:
     with pytest.raises(ValidationError) as info:
         PartitionJob.model_validate(
-            {"schema": [{"id": "p", "type": "partition", "size": float("nan")}],
-             "hardware": {"disks": [{"id": "sda", "size": float("inf")}]}}
+            {
+                "schema": [{"id": "p", "type": "partition", "size": float("nan")}],
+                "hardware": {"disks": [{"id": "sda", "size": float("inf")}]},
+            }
         )
 
     locs = {e["loc"] for e in info.value.errors()}
@@ -131,9 +142,16 @@ def test_a_launch_outcome_must_say_failed_or_succeeded() -> None:
 
 
 def test_an_envelope_serialises_to_exactly_the_documented_keys() -> None:
-    env = Envelope(job_id="j", kind="partition", status="ok", result={}, engine_version="0.1.0",
-                   elapsed_ms=1.5)
+    env = Envelope(
+        job_id="j", kind="partition", status="ok", result={}, engine_version="0.1.0", elapsed_ms=1.5
+    )
 
     assert set(env.model_dump(mode="json")) == {
-        "job_id", "kind", "status", "result", "error", "engine_version", "elapsed_ms"
+        "job_id",
+        "kind",
+        "status",
+        "result",
+        "error",
+        "engine_version",
+        "elapsed_ms",
     }

@@ -57,8 +57,11 @@ def test_the_same_job_id_sent_twice_publishes_one_result_event(
 def test_a_malformed_job_is_rejected_with_paths_and_the_worker_keeps_serving(
     worker: Worker, producer: Celery
 ) -> None:
-    bad = {"job_id": f"bad-{uuid.uuid4()}", "schema": [{"id": "x", "type": "nope"}],
-           "hardware": {"disks": []}}
+    bad = {
+        "job_id": f"bad-{uuid.uuid4()}",
+        "schema": [{"id": "x", "type": "nope"}],
+        "hardware": {"disks": []},
+    }
     envelope = producer.send_task("apportion.partition", args=[bad]).get(timeout=60)
 
     assert envelope["status"] == "rejected"
@@ -91,18 +94,38 @@ def test_a_pickle_message_is_refused_and_never_executed(
             exchange=Exchange("apportion", type="direct"),
             routing_key="partition",
             serializer="pickle",
-            headers={"lang": "py", "task": "apportion.partition", "id": task_id,
-                     "argsrepr": "(...)", "kwargsrepr": "{}"},
+            headers={
+                "lang": "py",
+                "task": "apportion.partition",
+                "id": task_id,
+                "argsrepr": "(...)",
+                "kwargsrepr": "{}",
+            },
         )
 
-    wait_until(lambda: "ContentDisallowed: Refusing to deserialize untrusted content of type "
-               "pickle" in worker.log_text(), 30, what="refusal logged")
+    wait_until(
+        lambda: (
+            "ContentDisallowed: Refusing to deserialize untrusted content of type "
+            "pickle" in worker.log_text()
+        ),
+        30,
+        what="refusal logged",
+    )
     # Refused means removed: not left queued or unacknowledged to poison the queue.
-    wait_until(lambda: not any(task_id.encode() in v for v in client.hvals("unacked"))
-               and client.llen("partition") == 0, 30, what="pickled message dropped")
+    wait_until(
+        lambda: (
+            not any(task_id.encode() in v for v in client.hvals("unacked"))
+            and client.llen("partition") == 0
+        ),
+        30,
+        what="pickled message dropped",
+    )
     # The worker still serves JSON jobs, and the pickled one never ran.
-    assert producer.send_task("apportion.partition", args=[partition_job("after-pickle")]).get(
-        timeout=60
-    )["status"] == "ok"
+    assert (
+        producer.send_task("apportion.partition", args=[partition_job("after-pickle")]).get(
+            timeout=60
+        )["status"]
+        == "ok"
+    )
     assert job_id not in stream_job_ids(client, keys.results_stream("partition"))
     assert worker.alive

@@ -22,10 +22,14 @@ JOBS = 300
 SHORT_LIMITS = {
     "APPORTION_VISIBILITY_TIMEOUT": "6",
     "APPORTION_UNACKED_RESTORE_INTERVAL": "1",
-    **{f"APPORTION_TIME_LIMITS__{q}__SOFT": "3" for q in ("ATTACH", "LAUNCH", "PARTITION",
-                                                          "EVENTS")},
-    **{f"APPORTION_TIME_LIMITS__{q}__HARD": "4" for q in ("ATTACH", "LAUNCH", "PARTITION",
-                                                          "EVENTS")},
+    **{
+        f"APPORTION_TIME_LIMITS__{q}__SOFT": "3"
+        for q in ("ATTACH", "LAUNCH", "PARTITION", "EVENTS")
+    },
+    **{
+        f"APPORTION_TIME_LIMITS__{q}__HARD": "4"
+        for q in ("ATTACH", "LAUNCH", "PARTITION", "EVENTS")
+    },
 }
 
 

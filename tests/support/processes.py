@@ -60,9 +60,19 @@ class RedisServer:
             raise FileNotFoundError("redis-server")
         self.workdir.mkdir(parents=True, exist_ok=True)
         args = [
-            binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.workdir),
-            "--save", "", "--appendonly", "yes" if self.appendonly else "no",
-            "--logfile", str(self.workdir / "redis.log"),
+            binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.workdir),
+            "--save",
+            "",
+            "--appendonly",
+            "yes" if self.appendonly else "no",
+            "--logfile",
+            str(self.workdir / "redis.log"),
         ]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -98,18 +108,40 @@ class Worker:
 
     def start(self, ready_timeout: float = 60) -> None:
         args = [
-            sys.executable, "-m", "celery", "-A", "workers.app", "worker",
-            "-Q", self.queues, "-c", str(self.concurrency), "--pool", "prefork",
-            "--loglevel", "INFO", "--without-mingle", "--without-gossip",
-            "-n", f"test-{os.getpid()}-{time.monotonic_ns()}@%h", *self.extra_args,
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "workers.app",
+            "worker",
+            "-Q",
+            self.queues,
+            "-c",
+            str(self.concurrency),
+            "--pool",
+            "prefork",
+            "--loglevel",
+            "INFO",
+            "--without-mingle",
+            "--without-gossip",
+            "-n",
+            f"test-{os.getpid()}-{time.monotonic_ns()}@%h",
+            *self.extra_args,
         ]
         self._log = open(self.logfile, "ab")  # noqa: SIM115 - lives as long as the worker
         self.proc = subprocess.Popen(
-            args, cwd=REPO, env={**os.environ, **self.env}, stdout=self._log,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            args,
+            cwd=REPO,
+            env={**os.environ, **self.env},
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
-        wait_until(lambda: b" ready." in self.logfile.read_bytes() or self.proc.poll() is not None,  # type: ignore[union-attr]
-                   ready_timeout, what="celery worker ready")
+        wait_until(
+            lambda: b" ready." in self.logfile.read_bytes() or self.proc.poll() is not None,  # type: ignore[union-attr]
+            ready_timeout,
+            what="celery worker ready",
+        )
         if self.proc.poll() is not None:
             raise RuntimeError(f"worker exited at start:\n{self.log_text()[-3000:]}")
 

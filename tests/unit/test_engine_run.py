@@ -13,8 +13,10 @@ from apportion.engine import Context, UnknownKind, available_kinds, run
 from apportion.errors import Infeasible, Problem, Rejected
 from apportion.limits import Limits
 
-MINIMAL = {"schema": [{"id": "p", "type": "partition", "size": 10}],
-           "hardware": {"disks": [{"id": "sda", "size": 100}]}}
+MINIMAL = {
+    "schema": [{"id": "p", "type": "partition", "size": 10}],
+    "hardware": {"disks": [{"id": "sda", "size": 100}]},
+}
 
 
 class Answer(BaseModel):
@@ -57,7 +59,8 @@ def test_rejected_and_infeasible_from_the_engine_map_to_their_statuses(
     _install(monkeypatch, rejecting)
     env = run("partition", MINIMAL)
     assert env.status == "rejected"
-    assert env.error is not None and env.error.details[0].path == "schema[0].size"
+    assert env.error is not None
+    assert env.error.details[0].path == "schema[0].size"
 
     def infeasible(job: PartitionJob, ctx: Context) -> Answer:
         raise Infeasible("disk sda is 10 MiB short")
@@ -65,7 +68,8 @@ def test_rejected_and_infeasible_from_the_engine_map_to_their_statuses(
     _install(monkeypatch, infeasible)
     env = run("partition", MINIMAL)
     assert env.status == "infeasible"
-    assert env.error is not None and env.error.message == "disk sda is 10 MiB short"
+    assert env.error is not None
+    assert env.error.message == "disk sda is 10 MiB short"
 
 
 def test_an_engine_crash_is_answered_without_a_stack_trace(
@@ -112,15 +116,18 @@ def test_ok_results_are_plain_json_and_carry_the_fallback_job_id(
 def test_json_text_with_nan_or_over_the_payload_limit_is_rejected() -> None:
     env = run("partition", '{"schema": NaN}')
     assert env.status == "rejected"
-    assert env.error is not None and "NaN" in env.error.message
+    assert env.error is not None
+    assert "NaN" in env.error.message
 
     env = run("partition", "x" * 200, Context(limits=Limits(max_payload_bytes=100)))
     assert env.status == "rejected"
-    assert env.error is not None and env.error.code == "too_large"
+    assert env.error is not None
+    assert env.error.code == "too_large"
 
 
 def test_deeply_nested_json_text_is_rejected_not_a_recursion_crash() -> None:
     env = run("partition", "[" * 100_000 + "]" * 100_000)
 
     assert env.status == "rejected"
-    assert env.error is not None and env.error.details[0].path == "$"
+    assert env.error is not None
+    assert env.error.details[0].path == "$"

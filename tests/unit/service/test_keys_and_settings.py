@@ -91,6 +91,7 @@ def test_each_task_gets_its_queue_and_that_queues_time_limits() -> None:
     assert conf["task_routes"]["apportion.partition"]["queue"] == "partition"
     assert conf["task_routes"]["apportion.launch_outcome"]["queue"] == "events"
     assert conf["task_annotations"]["apportion.launch_select"] == {
-        "soft_time_limit": 30, "time_limit": 45
+        "soft_time_limit": 30,
+        "time_limit": 45,
     }
     assert set(TASK_QUEUES.values()) == {q.name for q in conf["task_queues"]}

@@ -15,9 +15,14 @@ from workers.publisher import MemoryPublisher, StreamPublisher
 
 
 def envelope(job_id: str, kind: str = "partition", status: str = "ok") -> Envelope:
-    return Envelope(job_id=job_id, kind=kind, status=status,  # type: ignore[arg-type]
-                    result={"n": 1} if status == "ok" else None,
-                    engine_version="0.1.0", elapsed_ms=1.0)
+    return Envelope(
+        job_id=job_id,
+        kind=kind,
+        status=status,  # type: ignore[arg-type]
+        result={"n": 1} if status == "ok" else None,
+        engine_version="0.1.0",
+        elapsed_ms=1.0,
+    )
 
 
 @pytest.fixture

@@ -11,8 +11,9 @@ STREAM = "apportion:results:partition"
 
 def fill(client: fakeredis.FakeRedis, n: int) -> None:
     for i in range(n):
-        client.xadd(STREAM, {"job_id": f"j{i}", "kind": "partition", "status": "ok",
-                             "envelope": "{}"})
+        client.xadd(
+            STREAM, {"job_id": f"j{i}", "kind": "partition", "status": "ok", "envelope": "{}"}
+        )
 
 
 def test_a_restarted_consumer_first_rereads_what_it_had_not_acknowledged() -> None:

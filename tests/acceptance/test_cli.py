@@ -1,0 +1,110 @@
+"""The `apportion` command: exit codes and output shapes of SPEC.md §4."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.acceptance.cli import apportion, output_json
+from tests.conftest import EXAMPLES, load_example
+
+
+def partition_sizes(result: dict[str, object]) -> dict[tuple[str, str], int]:
+    return {
+        (d["disk_id"], s["space_id"]): s["size"]  # type: ignore[index]
+        for d in result["disks"]  # type: ignore[attr-defined]
+        for s in d["spaces"]  # type: ignore[index]
+        if s["size"]  # type: ignore[index]
+    }
+
+
+def test_solve_prints_the_reference_answer_for_the_partition_example() -> None:
+    proc = apportion("solve", "partition", str(EXAMPLES / "partition.json"))
+
+    assert proc.returncode == 0, proc.stderr
+    env = output_json(proc)
+    assert env["status"] == "ok"
+    assert env["kind"] == "partition"
+    assert env["job_id"] == "example-partition-1"
+    expected = load_example("partition.expected.json")
+    assert partition_sizes(env["result"]) == partition_sizes(expected)
+
+
+def test_solve_reads_stdin_and_a_json_array_gives_an_array_in_order_with_exit_zero() -> None:
+    job = load_example("partition.json")
+    bad = {"job_id": "bad", "schema": [], "hardware": {"disks": []}}
+    proc = apportion("solve", "partition", "-", stdin=json.dumps([job, bad, job]))
+
+    assert proc.returncode == 0, proc.stderr
+    envs = output_json(proc)
+    assert [e["status"] for e in envs] == ["ok", "rejected", "ok"]
+    assert [e["job_id"] for e in envs] == ["example-partition-1", "bad", "example-partition-1"]
+
+
+def test_solve_exits_4_with_a_rejected_envelope_naming_the_fields(tmp_path: Path) -> None:
+    job = tmp_path / "bad.json"
+    job.write_text(
+        json.dumps(
+            {
+                "schema": [{"id": "a", "type": "lv", "size": -1}],
+                "hardware": {"disks": [{"id": "sda", "size": 100}]},
+            }
+        )
+    )
+    proc = apportion("solve", "partition", str(job))
+
+    assert proc.returncode == 4
+    env = output_json(proc)
+    assert env["status"] == "rejected"
+    assert env["error"]["details"]
+    assert all(d["path"].startswith("schema[0]") for d in env["error"]["details"])
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_solve_exits_3_when_the_disks_are_too_small() -> None:
+    job = {
+        "schema": [
+            {"id": "a", "type": "partition", "min_size": 80},
+            {"id": "b", "type": "partition", "min_size": 30},
+        ],
+        "hardware": {"disks": [{"id": "sda", "size": 100}]},
+    }
+    proc = apportion("solve", "partition", "-", stdin=json.dumps(job))
+
+    assert proc.returncode == 3, proc.stdout
+    env = output_json(proc)
+    assert env["status"] == "infeasible"
+    assert env["error"]["message"]
+
+
+def test_solve_answers_text_that_is_not_json_with_a_rejected_envelope() -> None:
+    proc = apportion("solve", "partition", "-", stdin="{not json")
+
+    assert proc.returncode == 4
+    assert output_json(proc)["error"]["code"] == "malformed_json"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("solve", "horoscope", "-"), "unknown kind"),
+        (("solve", "partition", "/nonexistent/job.json"), "cannot read"),
+    ],
+)
+def test_usage_mistakes_exit_2_with_a_message(args: tuple[str, ...], message: str) -> None:
+    proc = apportion(*args, stdin="{}")
+
+    assert proc.returncode == 2
+    assert message in proc.stderr
+
+
+def test_schema_prints_the_job_schema_and_with_result_the_envelope_schema() -> None:
+    job = output_json(apportion("schema", "partition"))
+    result = output_json(apportion("schema", "launch_select", "--result"))
+
+    assert "schema" in job["properties"]
+    assert "hardware" in job["properties"]
+    assert result["properties"]["status"]["enum"] == ["ok", "infeasible", "rejected"]
+    assert "LaunchSelectResult" in result["$defs"]

@@ -1,0 +1,90 @@
+"""`apportion submit` and `apportion events` against the real worker and Redis."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from tests.acceptance.cli import apportion, output_json
+from tests.conftest import load_example
+from tests.support.processes import RedisServer, Worker
+
+pytestmark = [pytest.mark.redis, pytest.mark.worker]
+
+
+def test_submit_wait_prints_the_envelope_exactly_as_solve_would(
+    worker: Worker, redis_server: RedisServer
+) -> None:
+    job = {**load_example("partition.json"), "job_id": f"cli-{uuid.uuid4()}"}
+    env = {"APPORTION_REDIS_URL": redis_server.url}
+
+    submitted = apportion("submit", "partition", "-", "--wait", stdin=json.dumps(job), env=env)
+    solved = apportion("solve", "partition", "-", stdin=json.dumps(job))
+
+    assert submitted.returncode == solved.returncode == 0, submitted.stderr
+    a, b = output_json(submitted), output_json(solved)
+    assert a["result"] == b["result"]
+    assert a["job_id"] == b["job_id"] == job["job_id"]
+
+
+def test_submit_without_wait_prints_task_ids_for_an_array(
+    worker: Worker, redis_server: RedisServer
+) -> None:
+    job = load_example("partition.json")
+    proc = apportion(
+        "submit",
+        "partition",
+        "-",
+        stdin=json.dumps([job, job]),
+        env={"APPORTION_REDIS_URL": redis_server.url},
+    )
+
+    assert proc.returncode == 0, proc.stderr
+    ids = output_json(proc)
+    assert len(ids) == 2
+    assert all(uuid.UUID(i) for i in ids)
+
+
+def test_submit_to_an_unreachable_broker_fails_clearly() -> None:
+    proc = apportion(
+        "submit",
+        "partition",
+        "-",
+        stdin=json.dumps(load_example("partition.json")),
+        env={"APPORTION_REDIS_URL": "redis://127.0.0.1:1/0"},
+        timeout=120,
+    )
+
+    assert proc.returncode == 1
+    assert "cannot reach the broker" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_events_follows_the_result_stream_with_a_consumer_group(
+    worker: Worker, redis_server: RedisServer
+) -> None:
+    env = {"APPORTION_REDIS_URL": redis_server.url}
+    job_ids = [f"events-{uuid.uuid4()}" for _ in range(3)]
+    jobs = [{**load_example("partition.json"), "job_id": j} for j in job_ids]
+    assert (
+        apportion("submit", "partition", "-", "--wait", stdin=json.dumps(jobs), env=env).returncode
+        == 0
+    )
+
+    group = f"g-{uuid.uuid4()}"
+    proc = apportion(
+        "events", "--kind", "partition", "--group", group, "--json", "--idle-exit", "2", env=env
+    )
+    seen = [json.loads(line) for line in proc.stdout.splitlines()]
+    again = apportion(
+        "events", "--kind", "partition", "--group", group, "--json", "--idle-exit", "1", env=env
+    )
+
+    assert proc.returncode == 0, proc.stderr
+    mine = [e for e in seen if e["job_id"] in job_ids]
+    assert sorted(e["job_id"] for e in mine) == sorted(job_ids)
+    assert all(e["envelope"]["status"] == "ok" for e in mine)
+    # Acknowledged entries are not delivered to the group again.
+    assert again.stdout.strip() == ""
