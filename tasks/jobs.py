@@ -102,4 +102,5 @@ def register(app: Celery) -> None:
     for kind in available_kinds():
         if kind == "launch_outcome":
             continue  # an event, not a job: registered with the failure-history store
-        app.task(name=task_name(kind), bind=True, typing=False)(_make(kind))
+        # shared=False: tasks belong to this app only (the demo builds a second app).
+        app.task(name=task_name(kind), bind=True, typing=False, shared=False)(_make(kind))

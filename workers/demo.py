@@ -70,6 +70,8 @@ def run_demo(as_json: bool = False) -> int:
     from workers.app import create_app
 
     logging.getLogger("celery").setLevel(logging.WARNING)
+    # The in-memory transport warns that it has no hostname; that is the point here.
+    logging.getLogger("kombu").setLevel(logging.ERROR)
     settings = get_settings()
     publisher = MemoryPublisher()
     set_runtime(Runtime(settings=settings, publisher=publisher, keys=Keys(settings.stream_prefix)))

@@ -66,14 +66,14 @@ PARTITION_JOBS: list[DemoJob] = [
     ),
     (
         "partition",
-        "rejected: an lv that no volume group contains, and a negative size",
+        "rejected: a space without an id, an unknown type, a disk size that is not a number",
         {
             "job_id": "demo-partition-malformed",
             "schema": [
-                {"id": "orphan", "type": "lv", "size": 100},
-                {"id": "tmp", "type": "partition", "size": -5},
+                {"type": "lv", "size": 100},
+                {"id": "tmp", "type": "raid0", "size": 5},
             ],
-            "hardware": {"disks": [{"id": "sda", "size": 1000}]},
+            "hardware": {"disks": [{"id": "sda", "size": "big"}]},
         },
     ),
 ]

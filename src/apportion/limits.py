@@ -39,6 +39,19 @@ class Limits(BaseModel):
     yaql_timeout_seconds: float = Field(1.0, gt=0)
     # Strings anywhere in a job (ids, names, attribute values).
     max_string_length: int = Field(65_536, gt=0)
+    # yaql: address space the evaluating child may add on top of the worker's (MiB).
+    yaql_max_memory_mib: int = Field(256, gt=0)
+    # partition: largest size (disk, min/max/size) a job may state, in MiB (1 EiB).
+    partition_max_size_mib: int = Field(2**40, gt=0)
+    # partition: wall time one MILP solve (whole-MiB step) may take.
+    partition_solver_seconds: float = Field(10.0, gt=0)
+    # launch_select: provider choices the candidate search may try before it stops
+    # (guards against requests whose constraints prune only at the last group).
+    max_candidate_search_steps: int = Field(2_000_000, gt=0)
+    # launch_select `expression` module: wall time per account on top of
+    # yaql_timeout_seconds (yaql spends ~0.1-0.3 ms per attribute access, so a fixed
+    # 1 s cannot cover a thousand accounts; a bomb is still stopped in bounded time).
+    yaql_seconds_per_account: float = Field(0.002, ge=0)
 
 
 DEFAULT_LIMITS = Limits()

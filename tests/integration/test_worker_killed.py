@@ -42,7 +42,7 @@ def test_a_worker_killed_mid_run_loses_no_job_and_duplicates_no_event(
     client.flushdb()
     stream = Keys().results_stream("partition")
     env = worker_env(url, **SHORT_LIMITS)
-    producer = create_app(Settings(redis_url=url, visibility_timeout=6))
+    producer = create_app(Settings(redis_url=url))
 
     first = Worker(env=env, logfile=tmp_path / "first.log")
     first.start()

@@ -104,6 +104,7 @@ class Worker:
     concurrency: int = 2
     logfile: Path = field(default_factory=lambda: Path("worker.log"))
     extra_args: tuple[str, ...] = ()
+    app_module: str = "workers.app"
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self, ready_timeout: float = 60) -> None:
@@ -112,7 +113,7 @@ class Worker:
             "-m",
             "celery",
             "-A",
-            "workers.app",
+            self.app_module,
             "worker",
             "-Q",
             self.queues,

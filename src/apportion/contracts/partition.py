@@ -2,14 +2,53 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, WithJsonSchema
+from pydantic_core import PydanticCustomError
 
-from apportion.contracts.base import FiniteFloat, JobBase, WireModel, alias
+from apportion.contracts.base import JobBase, WireModel, alias
+
+
+def _number(value: Any) -> int | float:
+    # JSON true/false would otherwise pass as 1/0; NaN/Infinity never reach an LP.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PydanticCustomError("number", "must be a number")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise PydanticCustomError("finite_number", "must be a finite number")
+    return value
+
+
+def _non_negative(value: Any) -> int | float:
+    number = _number(value)
+    if number < 0:
+        raise PydanticCustomError("non_negative", "must not be negative")
+    return number
+
+
+def _dynamic(value: Any) -> int | float | str:
+    if isinstance(value, str):
+        return value
+    try:
+        return _number(value)
+    except PydanticCustomError:
+        raise PydanticCustomError("dynamic", 'must be a number or a "yaql=…" string') from None
+
+
+# A whole number stays an int (yaql's `/` is integer division on ints, as upstream);
+# plain validators keep error paths clean (`hardware.disks[0].size`, no union tags).
+NonNegativeNumber = Annotated[
+    int | float,
+    PlainValidator(_non_negative, json_schema_input_type=float),
+    WithJsonSchema({"type": "number", "minimum": 0}),
+]
 
 # A size or weight: a number, or a string "yaql=EXPR" evaluated against the hardware.
-Dynamic = FiniteFloat | str
+Dynamic = Annotated[
+    int | float | str,
+    PlainValidator(_dynamic, json_schema_input_type=float | str),
+]
 
 
 def _space_type(value: Any) -> Any:
@@ -40,7 +79,7 @@ class Space(WireModel):
     size: Dynamic | None = None
     min_size: Dynamic | None = None
     max_size: Dynamic | None = None
-    weight: Dynamic = 1.0
+    weight: Dynamic = 1
     best_with_disks: str | list[str] | None = None
     contains: list[Annotated[ContainedRef, BeforeValidator(_contains_ref)]] | None = None
     mount: str | None = None
@@ -51,7 +90,7 @@ class Disk(WireModel):
     model_config = ConfigDict(extra="allow")
 
     id: str = Field(min_length=1, max_length=256)
-    size: FiniteFloat = Field(ge=0, description="MiB")
+    size: NonNegativeNumber = Field(description="MiB")
     type: str | None = None
     path: str | None = None
     dev: str | None = None
@@ -63,7 +102,7 @@ class Hardware(WireModel):
 
     model_config = ConfigDict(extra="allow")
 
-    ram: FiniteFloat | None = Field(default=None, ge=0, description="MiB")
+    ram: NonNegativeNumber | None = Field(default=None, description="MiB")
     disks: list[Disk] = Field(min_length=1)
 
 
@@ -102,15 +141,25 @@ class PhysicalVolume(_Out):
 
 class LogicalVolume(_Out):
     id: str
-    size: int
+    size: int = Field(description="MiB: the lv's total over all disks")
     mount: str | None = None
     fs_type: str | None = None
+    attributes: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the space's other keys (yaql already evaluated), passed through",
+    )
 
 
 class VolumeGroupLayout(_Out):
     id: str
-    physical_volumes: list[PhysicalVolume]
-    logical_volumes: list[LogicalVolume]
+    physical_volumes: list[PhysicalVolume] = Field(
+        description="one per disk holding any of the vg's lvs, in hardware order"
+    )
+    logical_volumes: list[LogicalVolume] = Field(description="in the vg's `contains` order")
+    attributes: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the vg's other keys (yaql already evaluated), passed through",
+    )
 
 
 class PartitionPlacement(_Out):
@@ -121,6 +170,10 @@ class PartitionPlacement(_Out):
     size: int
     mount: str | None = None
     fs_type: str | None = None
+    attributes: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the space's other keys (yaql already evaluated), passed through",
+    )
 
 
 class PartitionResult(_Out):

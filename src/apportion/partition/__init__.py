@@ -1,8 +1,23 @@
-"""Disk partitioning by linear programming from a dynamic schema (Bareon design)."""
+"""Disk partitioning by linear programming from a dynamic schema (Bareon design).
+
+The seed's pipeline, one module per stage:
+
+* :mod:`.schema` — structure: ids, types, vg membership, disks, limits (``rejected``);
+* :mod:`.dynamic` — ``yaql=…`` values evaluated in one bounded batch, then typed and
+  checked (``rejected`` with the path of the field);
+* :mod:`.model` — the numbers: whole-MiB bounds, fair-share groups, the objective;
+* :mod:`.feasibility` — an infeasible schema explained (``infeasible``);
+* :mod:`.lp` — the reference LP, solved by HiGHS;
+* :mod:`.integer` — whole MiB satisfying every constraint exactly;
+* :mod:`.convert` — the static schema with volume groups and partitions.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from apportion.errors import Infeasible
+from apportion.partition import convert, dynamic, feasibility, integer, lp, model, schema
 
 if TYPE_CHECKING:
     from apportion.contracts.partition import PartitionJob, PartitionResult
@@ -10,4 +25,22 @@ if TYPE_CHECKING:
 
 
 def solve(job: PartitionJob, ctx: Context) -> PartitionResult:
-    raise NotImplementedError("partition engine: work in progress")
+    """Lay the job's spaces out on its disks in whole MiB (SPEC.md §2.5)."""
+    limits = ctx.limits
+    parsed = schema.parse(job, limits)
+    resolved = dynamic.resolve(parsed, limits)
+    problem = model.build(parsed.disks, resolved.spaces)
+    reason = feasibility.diagnose(problem)
+    if reason is not None:
+        raise reason
+    relaxed = lp.solve(problem)
+    if relaxed is None:  # the diagnosis is complete, so only numerical trouble lands here
+        raise Infeasible(
+            "no allocation satisfies every min_size, max_size and size together with the "
+            "fair-share weights on these disks; lower the minimum sizes or add disk space"
+        )
+    whole = integer.solve(problem, relaxed, time_limit=limits.partition_solver_seconds)
+    return convert.to_result(parsed, resolved, problem, whole.x)
+
+
+__all__ = ["solve"]

@@ -1,0 +1,20 @@
+"""The production app plus one no-op task, for the worker throughput benchmark only.
+
+``celery -A bench.worker_app worker -Q partition,bench`` runs the real
+``apportion.partition`` task next to ``bench.noop`` under the same configuration,
+so the two are measured on equal terms.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workers.app import create_app
+
+app = create_app()
+
+
+@app.task(name="bench.noop", queue="bench")
+def noop(job: Any) -> dict[str, Any]:
+    """Accept the same argument, do nothing, return a small JSON result."""
+    return {"status": "ok"}

@@ -1,0 +1,231 @@
+"""Dynamic values: evaluate every ``yaql=EXPR`` and turn the schema into typed spaces.
+
+Any top-level string value of a space (``size``, ``min_size``, ``max_size``,
+``weight``, ``best_with_disks``, ``mount``, ``fs_type`` or any extra key) that starts
+with ``yaql=`` is evaluated with ``$`` bound to the whole hardware document, as the
+seed describes. All of a job's expressions go to :func:`apportion.yaql_eval.evaluate_batch`
+in one batch (one forked child, bounded in length, iterations, memory and time); a
+failing expression is ``rejected`` with its path, e.g. ``schema[3].size``. Values
+nested inside lists or dicts are data and are not evaluated.
+
+Decisions where the seed and the reference are silent (all in whole MiB):
+
+* ``size: N`` means exactly N MiB (min = max = N), **including** ``size: 0``: the
+  space is kept and gets nothing. Upstream skips ``size: 0`` only because it tests
+  the value for truth; a yaql size that computes 0 (no swap on a big-RAM node) is a
+  real request for nothing. ``null`` means "not given".
+* Sizes are whole MiB: ``min_size`` rounds up, ``max_size`` rounds down, ``size``
+  rounds to the nearest MiB (half up); values within 1e-6 of a whole MiB snap to it,
+  so float noise (24.9999999) never loses a MiB.
+* ``size`` together with ``min_size``/``max_size`` is accepted when consistent
+  (min ≤ size ≤ max) and rejected otherwise; ``min_size`` > ``max_size`` is rejected.
+* ``weight`` is a number in [0, 10⁶], read as an exact fraction (floats by their
+  shortest decimal form, to a denominator of at most 10⁶, so 0.1 is 1/10).
+* ``best_with_disks`` is a list of disks (dicts with an ``id``, as yaql's
+  ``$.disks.where(…)`` yields) or of disk ids; an empty list means no preference.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from apportion.errors import Problem, Rejected
+from apportion.limits import Limits
+from apportion.partition.schema import SNAP, ParsedSchema, RawSpace, whole_ceil, whole_floor
+from apportion.yaql_eval import evaluate_batch
+
+PREFIX = "yaql="
+MAX_WEIGHT = 10**6
+WEIGHT_DENOMINATOR = 10**6
+
+# Keys with a meaning to the solver; every other key is passed through as an attribute.
+KNOWN_KEYS = frozenset(
+    {"size", "min_size", "max_size", "weight", "best_with_disks", "mount", "fs_type"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Space:
+    """An lv or partition with every value evaluated and checked, sizes in whole MiB."""
+
+    index: int  # position in the job's schema (JSON paths)
+    id: str
+    type: str  # "lv" | "partition"
+    min_size: int
+    max_size: int | None  # None: no upper bound
+    weight: Fraction
+    best_with: frozenset[str] | None  # disk ids; None: no preference
+    mount: str | None
+    fs_type: str | None
+    attributes: Mapping[str, Any]
+
+    @property
+    def fixed(self) -> bool:
+        return self.max_size is not None and self.min_size == self.max_size
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    spaces: tuple[Space, ...]  # lvs and partitions, schema order
+    vg_attributes: Mapping[str, Mapping[str, Any]]  # vg id -> its evaluated extra keys
+
+
+def is_expression(value: Any) -> bool:
+    return isinstance(value, str) and value.lstrip().startswith(PREFIX)
+
+
+def _expression(value: str) -> str:
+    return value.lstrip()[len(PREFIX) :]
+
+
+def evaluate(parsed: ParsedSchema, limits: Limits) -> dict[int, dict[str, Any]]:
+    """Every space's fields with yaql values replaced by their results (index -> fields)."""
+    expressions = {
+        f"{space.path}.{key}": _expression(value)
+        for space in parsed.spaces
+        for key, value in space.fields.items()
+        if is_expression(value)
+    }
+    results: Mapping[str, Any] = {}
+    if expressions:
+        batch = evaluate_batch(expressions, parsed.hardware, limits)
+        batch.raise_if_failed()
+        results = batch.values
+    return {
+        space.index: {
+            key: results[f"{space.path}.{key}"] if is_expression(value) else value
+            for key, value in space.fields.items()
+        }
+        for space in parsed.spaces
+    }
+
+
+class _Checker:
+    """Collects every problem of one job so the user sees them all at once."""
+
+    def __init__(self, limits: Limits, disk_ids: frozenset[str]) -> None:
+        self.limits = limits
+        self.disk_ids = disk_ids
+        self.problems: list[Problem] = []
+
+    def fail(self, path: str, message: str) -> None:
+        self.problems.append(Problem(path, message))
+
+    def size(self, path: str, value: Any) -> float | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            what = "a string" if isinstance(value, str) else type(value).__name__
+            self.fail(path, f'must be a number of MiB or a "yaql=…" expression, got {what}')
+            return None
+        if not math.isfinite(value) or value < 0:
+            self.fail(path, f"must be a finite, non-negative number of MiB, got {value!r}")
+            return None
+        if value > self.limits.partition_max_size_mib:
+            self.fail(
+                path,
+                f"{value:g} MiB exceeds the largest supported size of "
+                f"{self.limits.partition_max_size_mib} MiB",
+            )
+            return None
+        return float(value) if isinstance(value, float) else value
+
+    def weight(self, path: str, value: Any) -> Fraction:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            self.fail(path, f'must be a number or a "yaql=…" expression, got {value!r:.60}')
+            return Fraction(1)
+        if not math.isfinite(value) or not 0 <= value <= MAX_WEIGHT:
+            self.fail(path, f"must be a number from 0 to {MAX_WEIGHT}, got {value!r}")
+            return Fraction(1)
+        exact = Fraction(value) if isinstance(value, int) else Fraction(repr(value))
+        weight = exact.limit_denominator(WEIGHT_DENOMINATOR)
+        if value > 0 and weight == 0:
+            self.fail(path, f"a positive weight must be at least 1e-6, got {value!r}")
+            return Fraction(1)
+        return weight
+
+    def best_with(self, path: str, value: Any) -> frozenset[str] | None:
+        if value is None:
+            return None
+        if not isinstance(value, list):
+            self.fail(
+                path,
+                'must be a list of disks or disk ids, or a "yaql=…" expression '
+                f"giving one, got {type(value).__name__}",
+            )
+            return None
+        ids = set()
+        for j, item in enumerate(value):
+            disk_id = item.get("id") if isinstance(item, dict) else item
+            if not isinstance(disk_id, str):
+                self.fail(
+                    f"{path}[{j}]", f"must be a disk (with an `id`) or a disk id, got {item!r:.60}"
+                )
+            elif disk_id not in self.disk_ids:
+                self.fail(f"{path}[{j}]", f"unknown disk {disk_id!r}")
+            else:
+                ids.add(disk_id)
+        return frozenset(ids) or None  # an empty selection means no preference
+
+    def text(self, path: str, value: Any) -> str | None:
+        if value is None or isinstance(value, str):
+            return value
+        self.fail(path, f"must be a string, got {type(value).__name__}")
+        return None
+
+
+def _bounds(check: _Checker, path: str, fields: Mapping[str, Any]) -> tuple[int, int | None]:
+    size = check.size(f"{path}.size", fields.get("size"))
+    low = check.size(f"{path}.min_size", fields.get("min_size"))
+    high = check.size(f"{path}.max_size", fields.get("max_size"))
+    if size is not None:
+        exact = math.floor(size + 0.5) if abs(size - round(size)) > SNAP else round(size)
+        if low is not None and whole_ceil(low) > exact:
+            check.fail(f"{path}.size", f"size {size:g} is less than min_size {low:g}")
+        if high is not None and whole_floor(high) < exact:
+            check.fail(f"{path}.size", f"size {size:g} is more than max_size {high:g}")
+        return int(exact), int(exact)
+    minimum = whole_ceil(low) if low is not None else 0
+    maximum = whole_floor(high) if high is not None else None
+    # minimum > maximum ≥ 0 needs a positive min_size, so both bounds were given
+    if maximum is not None and minimum > maximum and low is not None and high is not None:
+        reason = "is greater than" if low > high else "and max_size leave no whole MiB between"
+        check.fail(f"{path}.min_size", f"min_size {low:g} {reason} max_size {high:g}")
+    return minimum, maximum
+
+
+def _space(check: _Checker, raw: RawSpace, fields: Mapping[str, Any]) -> Space:
+    path = raw.path
+    minimum, maximum = _bounds(check, path, fields)
+    return Space(
+        index=raw.index,
+        id=raw.id,
+        type=raw.type,
+        min_size=minimum,
+        max_size=maximum,
+        weight=check.weight(f"{path}.weight", fields.get("weight", 1)),
+        best_with=check.best_with(f"{path}.best_with_disks", fields.get("best_with_disks")),
+        mount=check.text(f"{path}.mount", fields.get("mount")),
+        fs_type=check.text(f"{path}.fs_type", fields.get("fs_type")),
+        attributes={k: v for k, v in fields.items() if k not in KNOWN_KEYS},
+    )
+
+
+def resolve(parsed: ParsedSchema, limits: Limits) -> Resolved:
+    """Evaluate yaql and check every value; raise :class:`Rejected` listing every problem."""
+    evaluated = evaluate(parsed, limits)
+    check = _Checker(limits, frozenset(d.id for d in parsed.disks))
+    spaces = tuple(_space(check, raw, evaluated[raw.index]) for raw in parsed.allocatable)
+    vg_attributes = {
+        vg.space.id: {k: v for k, v in evaluated[vg.space.index].items() if k not in KNOWN_KEYS}
+        for vg in parsed.volume_groups
+    }
+    if check.problems:
+        first = check.problems[0]
+        more = f" (and {len(check.problems) - 1} more)" if len(check.problems) > 1 else ""
+        raise Rejected(f"{first.path}: {first.message}{more}", check.problems)
+    return Resolved(spaces, vg_attributes)

@@ -1,0 +1,151 @@
+"""The allocation problem in numbers: disks, spaces, bounds, fair-share groups, objective.
+
+Everything here follows the seed and shared/reference/bareon-partition.md:
+
+* variables ``x[d·S + s]`` (size of space ``s`` on disk ``d``), ``S`` = the lvs and
+  partitions in schema order plus the artificial ``unallocated`` space last;
+* objective (maximised): ``1/a(i+2)`` for variable ``i`` with
+  ``a(n) = ⌊(n+1)/2⌋·⌊(n+2)/2⌋`` (1/2, 1/4, 1/6, 1/9, …), plus 2 when the space
+  has ``best_with_disks`` and the disk is in it, or has none and the disk is in
+  nobody's; ``unallocated`` gets exactly 1 (its index still consumes a term);
+* fair shares: spaces with equal ``(min_size, max_size, best_with_disks)`` form a group
+  whose totals keep the ratio of their weights.
+
+Two group rules go beyond the reference, both documented in :func:`fair_share_groups`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+import numpy.typing as npt
+
+from apportion.partition.dynamic import Space
+from apportion.partition.schema import DiskSpec
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """Spaces whose totals keep the exact ratio of ``weights`` (coprime integers)."""
+
+    members: tuple[int, ...]  # indices of spaces, schema order
+    weights: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Problem:
+    disk_ids: tuple[str, ...]
+    capacity: IntArray  # (D,) whole MiB
+    spaces: tuple[Space, ...]  # R lvs and partitions, schema order
+    min_size: IntArray  # (R,)
+    max_size: FloatArray  # (R,) whole MiB, inf when unbounded
+    groups: tuple[Group, ...]
+    objective: FloatArray  # (D·S,) to maximise
+
+    @property
+    def disks(self) -> int:
+        return len(self.disk_ids)
+
+    @property
+    def real(self) -> int:
+        """R: the number of lvs and partitions (the spaces with sizes)."""
+        return len(self.spaces)
+
+    @property
+    def width(self) -> int:
+        """S: spaces per disk, ``unallocated`` included."""
+        return len(self.spaces) + 1
+
+    @property
+    def variables(self) -> int:
+        return self.disks * self.width
+
+
+def order_sequence(n: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """a(n) = ⌊(n+1)/2⌋·⌊(n+2)/2⌋ (OEIS A002620 shifted): 2, 4, 6, 9, 12, 16 … from n=2."""
+    return ((n + 1) // 2) * ((n + 2) // 2)
+
+
+def fair_share_groups(spaces: Sequence[Space]) -> tuple[Group, ...]:
+    """Group spaces by equal (min_size, max_size, best_with_disks), as the reference does.
+
+    Beyond the reference:
+
+    * A space with a fixed size (``size: N``, or min = max) joins no group: its size is
+      already decided, and upstream's equality would make two fixed spaces with
+      different weights infeasible for no reason.
+    * A space with weight 0 joins no group (upstream skips it as a member, and a
+      weight-0 first member would divide by zero).
+
+    Weights become coprime integers (exact fractions scaled by the lcm of their
+    denominators), so "a : b = 2 : 1" is an integer equation ``1·a − 2·b = 0`` that
+    whole MiB can satisfy exactly.
+    """
+    buckets: dict[tuple[int, float, frozenset[str] | None], list[int]] = {}
+    for s, space in enumerate(spaces):
+        if space.fixed or space.weight == 0:
+            continue
+        high = math.inf if space.max_size is None else float(space.max_size)
+        buckets.setdefault((space.min_size, high, space.best_with), []).append(s)
+    groups = []
+    for members in buckets.values():
+        if len(members) < 2:
+            continue
+        weights = [spaces[s].weight for s in members]
+        groups.append(Group(tuple(members), _coprime_integers(weights)))
+    groups.sort(key=lambda g: g.members[0])
+    return tuple(groups)
+
+
+def _coprime_integers(weights: Sequence[Fraction]) -> tuple[int, ...]:
+    scale = math.lcm(*(w.denominator for w in weights))
+    ints = [int(w * scale) for w in weights]
+    divisor = math.gcd(*ints)
+    return tuple(i // divisor for i in ints)
+
+
+def objective(disk_ids: Sequence[str], spaces: Sequence[Space]) -> FloatArray:
+    """The reference's objective vector, built without loops over cells."""
+    disks, real = len(disk_ids), len(spaces)
+    width = real + 1
+    index = np.arange(disks * width, dtype=np.int64)
+    coefficient = 1.0 / order_sequence(index + 2).astype(np.float64)
+
+    position = {d: j for j, d in enumerate(disk_ids)}
+    # member[s, d]: disk d is in space s's best_with_disks set.
+    member = np.zeros((real, disks), dtype=bool)
+    has_set = np.zeros(real, dtype=bool)
+    for s, space in enumerate(spaces):
+        if space.best_with is not None:
+            has_set[s] = True
+            member[s, [position[d] for d in space.best_with]] = True
+    claimed: npt.NDArray[np.bool_] = np.any(member, axis=0)  # disks somebody prefers
+    preferred = np.where(has_set[:, None], member, ~claimed[None, :])  # (R, D)
+
+    bonus = np.zeros((disks, width), dtype=np.float64)
+    bonus[:, :real] = 2.0 * preferred.T
+    coefficient = coefficient.reshape(disks, width) + bonus
+    coefficient[:, real] = 1.0  # unallocated: exactly 1, no order term
+    return coefficient.ravel()
+
+
+def build(disks: Sequence[DiskSpec], spaces: Sequence[Space]) -> Problem:
+    disk_ids = tuple(d.id for d in disks)
+    return Problem(
+        disk_ids=disk_ids,
+        capacity=np.array([d.capacity for d in disks], dtype=np.int64),
+        spaces=tuple(spaces),
+        min_size=np.array([s.min_size for s in spaces], dtype=np.int64),
+        max_size=np.array(
+            [math.inf if s.max_size is None else s.max_size for s in spaces], dtype=np.float64
+        ),
+        groups=fair_share_groups(spaces),
+        objective=objective(disk_ids, spaces),
+    )

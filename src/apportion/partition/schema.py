@@ -1,0 +1,241 @@
+"""Structure of a dynamic schema: ids, types, volume-group membership, disks, limits.
+
+This is the seed's "dynamic schema parser" minus yaql (see :mod:`.dynamic`). It checks
+everything that does not depend on evaluated values and reports every problem it
+finds at once, each with its JSON path.
+
+Decisions where the seed and the reference are silent:
+
+* ``id``, ``type`` and ``contains`` are structural and taken literally (never yaql).
+* A ``vg`` is a container, dropped from the LP as upstream does; its size is the sum of
+  its lvs. Size keys (``size``, ``min_size``, ``max_size``, ``weight``,
+  ``best_with_disks``) on a vg would be silently ignored upstream; here they are
+  rejected so that a user never believes a constraint holds that does not.
+* Every ``lv`` must sit in exactly one vg (the provisioning driver needs the vg to
+  build its physical volumes); a vg contains only lvs, each once.
+* ``unallocated`` is the name of the artificial space, so no space may use it.
+* A disk offers its size in whole MiB (a fractional size is rounded down, after
+  snapping float noise such as 99.9999999999 to 100).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from apportion.contracts.partition import PartitionJob
+from apportion.errors import Problem, Rejected
+from apportion.limits import Limits
+
+UNALLOCATED = "unallocated"
+
+# Keys that shape the LP; a vg may carry none of them.
+SIZE_KEYS = ("size", "min_size", "max_size", "weight", "best_with_disks")
+
+# Values closer than this to a whole MiB are taken as that MiB (float noise, not intent).
+SNAP = 1e-6
+
+
+@dataclass(frozen=True, slots=True)
+class RawSpace:
+    """A space as written: ``fields`` holds every key except id/type/contains, unevaluated."""
+
+    index: int  # position in the job's `schema` list, for JSON paths
+    id: str
+    type: str  # "vg" | "lv" | "partition"
+    fields: Mapping[str, Any]
+
+    @property
+    def path(self) -> str:
+        return f"schema[{self.index}]"
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeGroup:
+    space: RawSpace
+    members: tuple[str, ...]  # lv ids in `contains` order
+
+
+@dataclass(frozen=True, slots=True)
+class DiskSpec:
+    id: str
+    capacity: int  # whole MiB
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedSchema:
+    spaces: tuple[RawSpace, ...]  # every space, schema order
+    volume_groups: tuple[VolumeGroup, ...]
+    vg_of: Mapping[str, str]  # lv id -> vg id
+    disks: tuple[DiskSpec, ...]
+    hardware: Mapping[str, Any]  # the hardware document as the job sent it (yaql's `$`)
+
+    @property
+    def allocatable(self) -> tuple[RawSpace, ...]:
+        """The spaces that get LP variables: lvs and partitions, in schema order."""
+        return tuple(s for s in self.spaces if s.type != "vg")
+
+
+def whole_floor(value: float) -> int:
+    """Round down to whole MiB, after snapping values within :data:`SNAP` of an integer."""
+    nearest = round(value)
+    return int(nearest) if abs(value - nearest) <= SNAP else int(value // 1)
+
+
+def whole_ceil(value: float) -> int:
+    nearest = round(value)
+    return int(nearest) if abs(value - nearest) <= SNAP else int(-(-value // 1))
+
+
+def _check_limits(job: PartitionJob, limits: Limits) -> list[Problem]:
+    problems = []
+    if len(job.spaces) > limits.max_spaces:
+        problems.append(
+            Problem("schema", f"{len(job.spaces)} spaces exceed the limit of {limits.max_spaces}")
+        )
+    disks = job.hardware.disks
+    if len(disks) > limits.max_disks:
+        problems.append(
+            Problem("hardware.disks", f"{len(disks)} disks exceed the limit of {limits.max_disks}")
+        )
+    allocatable = sum(1 for s in job.spaces if s.type != "vg")
+    variables = len(disks) * (allocatable + 1)
+    if not problems and variables > limits.max_lp_variables:
+        problems.append(
+            Problem(
+                "schema",
+                f"{len(disks)} disks × {allocatable + 1} spaces make {variables} LP variables, "
+                f"over the limit of {limits.max_lp_variables}",
+            )
+        )
+    return problems
+
+
+def _disks(job: PartitionJob, limits: Limits, problems: list[Problem]) -> tuple[DiskSpec, ...]:
+    seen: dict[str, int] = {}
+    out = []
+    for j, disk in enumerate(job.hardware.disks):
+        path = f"hardware.disks[{j}]"
+        if disk.id in seen:
+            problems.append(
+                Problem(
+                    f"{path}.id",
+                    f"duplicate disk id {disk.id!r} (first at hardware.disks[{seen[disk.id]}])",
+                )
+            )
+            continue
+        seen[disk.id] = j
+        if disk.size > limits.partition_max_size_mib:
+            problems.append(
+                Problem(
+                    f"{path}.size",
+                    f"{disk.size:g} MiB exceeds the largest supported size "
+                    f"of {limits.partition_max_size_mib} MiB",
+                )
+            )
+            continue
+        out.append(DiskSpec(disk.id, whole_floor(disk.size)))
+    return tuple(out)
+
+
+def _spaces(job: PartitionJob, problems: list[Problem]) -> tuple[RawSpace, ...]:
+    seen: dict[str, int] = {}
+    out = []
+    for i, space in enumerate(job.spaces):
+        path = f"schema[{i}]"
+        if space.id == UNALLOCATED:
+            problems.append(
+                Problem(f"{path}.id", f"{UNALLOCATED!r} is reserved for the space left free")
+            )
+        elif space.id in seen:
+            problems.append(
+                Problem(
+                    f"{path}.id",
+                    f"duplicate space id {space.id!r} (first at schema[{seen[space.id]}])",
+                )
+            )
+        else:
+            seen[space.id] = i
+        explicit = space.model_fields_set | set(space.model_extra or ())
+        if space.type != "vg" and space.contains is not None:
+            problems.append(
+                Problem(f"{path}.contains", f"only a vg contains spaces, not a {space.type}")
+            )
+        if space.type == "vg":
+            for key in SIZE_KEYS:
+                if key in explicit and getattr(space, key, None) is not None:
+                    problems.append(
+                        Problem(
+                            f"{path}.{key}",
+                            "a vg takes no size: its size is the sum of "
+                            "its logical volumes; set sizes on the lvs",
+                        )
+                    )
+        fields = space.model_dump(exclude={"id", "type", "contains"}, exclude_unset=True)
+        out.append(RawSpace(i, space.id, space.type, fields))
+    return tuple(out)
+
+
+def _volume_groups(
+    job: PartitionJob, spaces: tuple[RawSpace, ...], problems: list[Problem]
+) -> tuple[tuple[VolumeGroup, ...], dict[str, str]]:
+    by_id = {s.id: s for s in reversed(spaces)}  # first definition wins for lookups
+    vg_of: dict[str, str] = {}
+    where: dict[str, str] = {}
+    groups = []
+    for space, model in zip(spaces, job.spaces, strict=True):
+        if space.type != "vg":
+            continue
+        members = []
+        for j, ref in enumerate(model.contains or ()):
+            path = f"{space.path}.contains[{j}].id"
+            target = by_id.get(ref.id)
+            if target is None:
+                problems.append(Problem(path, f"unknown space {ref.id!r}"))
+            elif target.type != "lv":
+                problems.append(
+                    Problem(path, f"{ref.id!r} is a {target.type}; a vg contains only lvs")
+                )
+            elif ref.id in vg_of:
+                problems.append(
+                    Problem(
+                        path,
+                        f"lv {ref.id!r} is already in vg {vg_of[ref.id]!r} "
+                        f"({where[ref.id]}); an lv belongs to one vg",
+                    )
+                )
+            else:
+                vg_of[ref.id] = space.id
+                where[ref.id] = path
+                members.append(ref.id)
+        groups.append(VolumeGroup(space, tuple(members)))
+    for space in spaces:
+        if space.type == "lv" and space.id not in vg_of and by_id.get(space.id) is space:
+            problems.append(
+                Problem(
+                    space.path,
+                    f"lv {space.id!r} is not contained in any vg; list it in a vg's `contains`",
+                )
+            )
+    return tuple(groups), vg_of
+
+
+def parse(job: PartitionJob, limits: Limits) -> ParsedSchema:
+    """Check the schema's structure and the hardware; raise :class:`Rejected` with every problem."""
+    problems = _check_limits(job, limits)
+    if problems:  # do not walk a huge job further
+        raise _rejected(problems)
+    disks = _disks(job, limits, problems)
+    spaces = _spaces(job, problems)
+    groups, vg_of = _volume_groups(job, spaces, problems)
+    if problems:
+        raise _rejected(problems)
+    hardware = job.hardware.model_dump(mode="json", exclude_unset=True)
+    return ParsedSchema(spaces, groups, vg_of, disks, hardware)
+
+
+def _rejected(problems: list[Problem]) -> Rejected:
+    first = problems[0]
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return Rejected(f"{first.path}: {first.message}{more}", problems)

@@ -1,0 +1,498 @@
+"""Bounded yaql evaluation: a batch of named expressions against one data document.
+
+Used by the partition engine (``yaql=…`` values in a dynamic schema) and meant to be
+reused by the selection engine's ``expression`` module, so the API is general::
+
+    result = evaluate_batch({"schema[3].size": "$.ram * 2"}, hardware, limits)
+    result.raise_if_failed()          # Rejected naming every failing path
+    result.values["schema[3].size"]   # -> 4096
+
+Every expression is bounded in four ways (SPEC.md §5):
+
+* **length** — ``limits.yaql_max_expression_length``, checked before parsing;
+* **iterations** — yaql's own ``yaql.limitIterators`` (``limits.yaql_max_iterations``):
+  a collection longer than that raises ``CollectionTooLargeException`` at once;
+* **memory** — yaql's ``yaql.memoryQuota`` (``limits.yaql_memory_quota``) for what
+  yaql checks itself, *and* an OS limit (``RLIMIT_AS``: the worker's current address
+  space plus ``limits.yaql_max_memory_mib``) for everything it does not;
+* **wall time** — ``limits.yaql_timeout_seconds`` for the whole batch.
+
+Why a forked child. yaql's own limits do not bound time: ``range(0, 100000000).len()``
+iterates in Python for seconds, and C-level work (``pow(10, pow(10, 8))``, a regex
+with catastrophic backtracking) holds the GIL and cannot be interrupted by any
+in-process means (signals, ``sys.settrace``, threads): the handler only runs when the
+C call returns. The one bound that always works is a separate process the parent can
+SIGKILL. So parsing and the length check run in-process (cheap, deterministic, and a
+syntax error needs no child), and all of a batch's expressions are then evaluated in
+**one** ``os.fork()``-ed child that inherits the already-built yaql engine, context
+and parsed expressions (no import or pickling cost), runs under ``RLIMIT_AS`` and
+``RLIMIT_CPU`` (a backstop if the parent itself dies; ``PR_SET_PDEATHSIG`` as well),
+and streams one JSON line per expression through a pipe. The parent waits on the pipe
+with ``select`` until the deadline and then SIGKILLs the child; the last expression the
+child announced and did not finish is the one blamed.
+
+Cost: one fork per batch, not per expression. A batch of one trivial expression costs
+~5-8 ms in a worker with numpy, scipy and pydantic loaded (fork ≈ 3 ms for the page
+tables, the rest is the child's first copy-on-write faults and the pipe; measured by
+bench/bench_partition.py, recorded in bench/partition.md), against the 100 ms budget
+of a partition job. A child that reported everything is not waited for (its exit takes
+another ~4 ms to tear down the copied address space); it is reaped at the next batch.
+Identical expressions in one batch are evaluated once. Alternatives considered: a
+long-lived evaluator process would save the fork but needs a restart protocol after
+every kill and must be sent the data; a fresh ``subprocess`` pays ~100 ms to import
+yaql; a thread cannot be killed.
+
+POSIX only (``os.fork``); the worker runs on Linux.
+"""
+
+from __future__ import annotations
+
+import collections.abc  # noqa: F401  (yaql 3.2 on Python 3.11 needs it imported first)
+import contextlib
+import ctypes
+import datetime as _dt
+import json
+import math
+import os
+import resource
+import select
+import signal
+import threading
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import yaql
+from yaql.language import exceptions as yaql_exceptions
+from yaql.language import utils as yaql_utils
+
+from apportion.errors import Problem, Rejected
+from apportion.limits import Limits
+
+# How failures are classified (also the `code` of each failure).
+SYNTAX = "syntax"
+TOO_LONG = "too_long"
+TIMEOUT = "timeout"
+MEMORY = "memory"
+ITERATIONS = "iterations"
+NOT_DATA = "not_data"
+ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class YaqlFailure:
+    """One expression that produced no value, with the reason in words."""
+
+    name: str
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    """Values of the expressions that succeeded, and the failures.
+
+    A name is in exactly one of ``values`` and ``failures`` — except after a timeout
+    or a killed child, when the expressions after the blamed one were never run and
+    appear in neither (the batch has failed anyway).
+    """
+
+    values: Mapping[str, Any]
+    failures: tuple[YaqlFailure, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def problems(self) -> list[Problem]:
+        return [Problem(f.name, f.message) for f in self.failures]
+
+    def raise_if_failed(self) -> None:
+        """Raise :class:`Rejected` listing every failure by its name (a JSON path)."""
+        if self.failures:
+            first = self.failures[0]
+            more = f" (and {len(self.failures) - 1} more)" if len(self.failures) > 1 else ""
+            raise Rejected(
+                f"{first.name}: {first.message}{more}", self.problems(), code="bad_expression"
+            )
+
+
+# ---- in-process part: engine, context, parsing ---------------------------------------
+
+
+@lru_cache(maxsize=8)
+def _engine(iterations: int, memory_quota: int) -> Any:
+    return yaql.YaqlFactory().create(
+        options={
+            "yaql.limitIterators": iterations,
+            "yaql.memoryQuota": memory_quota,
+            # As upstream Bareon: sets behave as lists, so results are JSON data.
+            "yaql.treatSetsAsLists": True,
+            "yaql.convertSetsToLists": True,
+        }
+    )
+
+
+@lru_cache(maxsize=1)
+def _root_context() -> Any:
+    # Building the standard library context costs ~0.1 s; each batch takes a child of it.
+    # Without the date/time library: `now()` would read the clock, and engines are pure
+    # functions of their input (the same job must give the same answer on redelivery).
+    return yaql.create_context(datetime=False)
+
+
+@lru_cache(maxsize=4096)
+def _parse(iterations: int, memory_quota: int, text: str) -> Any:
+    # Parsed expressions are immutable trees; caching them makes repeated schemas cheap.
+    return _engine(iterations, memory_quota)(text)
+
+
+def warm_up(limits: Limits) -> None:
+    """Build the yaql engine and context now (a worker calls this at boot; optional)."""
+    _engine(limits.yaql_max_iterations, limits.yaql_memory_quota)
+    _root_context()
+
+
+def _parse_or_fail(name: str, text: str, limits: Limits) -> Any | YaqlFailure:
+    if len(text) > limits.yaql_max_expression_length:
+        return YaqlFailure(
+            name,
+            TOO_LONG,
+            f"yaql expression of {len(text)} characters exceeds the limit of "
+            f"{limits.yaql_max_expression_length}",
+        )
+    if not text.strip():
+        return YaqlFailure(name, SYNTAX, "empty yaql expression")
+    try:
+        return _parse(limits.yaql_max_iterations, limits.yaql_memory_quota, text)
+    except (yaql_exceptions.YaqlParsingException, yaql_exceptions.YaqlLexicalException) as exc:
+        return YaqlFailure(name, SYNTAX, f"yaql syntax error: {_short(exc)}")
+    except RecursionError:
+        return YaqlFailure(name, SYNTAX, "yaql expression nested too deeply")
+    except Exception as exc:  # the parser raises a few other types on odd input
+        return YaqlFailure(name, SYNTAX, f"yaql syntax error: {_short(exc)}")
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+# ---- the child ---------------------------------------------------------------------
+
+
+def _to_data(value: Any) -> Any:
+    """JSON ``default`` hook: yaql's non-JSON containers become plain data."""
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, _dt.datetime | _dt.date):
+        return value.isoformat()
+    raise TypeError(f"the result is a {type(value).__name__}, not data")
+
+
+def _classify(exc: BaseException, limits: Limits) -> tuple[str, str]:
+    if isinstance(exc, yaql_exceptions.CollectionTooLargeException):
+        return ITERATIONS, f"yaql iteration limit exceeded: {_short(exc)}"
+    if isinstance(exc, yaql_exceptions.MemoryQuotaExceededException):
+        return MEMORY, "yaql expression exceeded yaql's memory quota"
+    if isinstance(exc, MemoryError):
+        return MEMORY, (
+            f"yaql expression ran out of its memory allowance of {limits.yaql_max_memory_mib} MiB"
+        )
+    if isinstance(exc, RecursionError):
+        return ERROR, "yaql expression recursed too deeply"
+    return ERROR, f"yaql evaluation failed: {type(exc).__name__}: {_short(exc)}"
+
+
+@lru_cache(maxsize=1)
+def _prctl() -> Any:
+    # Looked up in the parent (~1 ms) so that every child inherits it.
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def _child_limits(limits: Limits, timeout: float) -> None:
+    prctl = _prctl()
+    if prctl is not None:
+        # Die with the parent (Linux): a killed worker leaves no evaluator behind.
+        prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    with contextlib.suppress(OSError, ValueError):
+        cpu = math.ceil(timeout) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/self/statm", "rb") as statm:
+            current = int(statm.read().split()[0]) * resource.getpagesize()
+        allowed = current + limits.yaql_max_memory_mib * 1024 * 1024
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            allowed = min(allowed, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (allowed, hard))
+
+
+def _child_main(
+    write_fd: int,
+    parsed: list[tuple[str, Any]],
+    data: Any,
+    limits: Limits,
+    budget: int,
+    timeout: float,
+) -> None:
+    """Evaluate every expression, writing one JSON line per event."""
+
+    def emit(line: str) -> None:
+        view = memoryview((line + "\n").encode())
+        while view:
+            view = view[os.write(write_fd, view) :]
+
+    _child_limits(limits, timeout)
+    context = _root_context().create_child_context()
+    context["$"] = yaql_utils.convert_input_data(data)
+    for index, (_name, expression) in enumerate(parsed):
+        emit(json.dumps({"start": index}))
+        try:
+            # A child context per expression: `let` bindings do not leak between them.
+            value = expression.evaluate(context=context.create_child_context())
+        except BaseException as exc:
+            code, message = _classify(exc, limits)
+            line = json.dumps({"i": index, "code": code, "e": message})
+        else:
+            try:
+                line = json.dumps({"i": index, "v": value}, default=_to_data, allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                message = (
+                    "the result is not a finite number"
+                    if isinstance(exc, ValueError) and "float" in str(exc)
+                    else f"the result cannot be returned as data: {_short(exc)}"
+                )
+                line = json.dumps({"i": index, "code": NOT_DATA, "e": message})
+        if len(line) + 1 > budget:
+            line = json.dumps({"i": index, "code": MEMORY, "e": "the result is too large"})
+        budget -= len(line) + 1
+        emit(line)
+    emit(json.dumps({"done": True}))
+
+
+def _run_child(
+    write_fd: int,
+    parsed: list[tuple[str, Any]],
+    data: Any,
+    limits: Limits,
+    budget: int,
+    timeout: float,
+) -> None:
+    code = 0
+    try:
+        _child_main(write_fd, parsed, data, limits, budget, timeout)
+    except BaseException:  # MemoryError while converting the data, a broken pipe, …
+        code = 70
+    finally:
+        os._exit(code)  # never run the parent's atexit handlers or flush its buffers
+
+
+# ---- the parent --------------------------------------------------------------------
+
+
+def _fork() -> int:
+    with warnings.catch_warnings():
+        # Python ≥ 3.12 warns about fork() in a process with threads (numpy's BLAS pool);
+        # the child only runs pure-Python yaql and takes none of their locks.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return os.fork()
+
+
+# Children that reported everything and are exiting on their own. Tearing down a
+# forked copy of a worker with scipy loaded takes ~4 ms; instead of waiting for it, the
+# next batch reaps them (a finished child is only a zombie until then).
+_exiting: set[int] = set()
+_exiting_lock = threading.Lock()
+
+
+def _reap_exited() -> None:
+    with _exiting_lock:
+        for pid in list(_exiting):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:  # already reaped by someone else
+                done = pid
+            if done:
+                _exiting.discard(pid)
+
+
+def _kill_and_reap(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+def _collect(read_fd: int, pid: int, deadline: float, cap: int) -> tuple[bytes, bool]:
+    """Read the child's output until its done line, EOF or the deadline.
+
+    Returns (bytes, timed_out). A child that finished is left to exit by itself;
+    any other is SIGKILLed and reaped here.
+    """
+    chunks: list[bytes] = []
+    size = 0
+    timed_out = False
+    finished = False
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            timed_out = True
+            break
+        ready, _, _ = select.select([read_fd], [], [], remaining)
+        if not ready:
+            timed_out = True
+            break
+        chunk = os.read(read_fd, 1 << 16)
+        if not chunk:
+            break
+        size += len(chunk)
+        if size > cap:  # cannot happen with a well-behaved child (it budgets its output)
+            break
+        chunks.append(chunk)
+        if b"".join(chunks[-2:]).endswith(_DONE):  # the line may span two reads
+            finished = True
+            break
+    if finished:
+        with _exiting_lock:
+            _exiting.add(pid)
+    else:
+        _kill_and_reap(pid)
+    return b"".join(chunks), timed_out
+
+
+_DONE = b'{"done": true}\n'
+
+
+def _evaluate_in_child(
+    parsed: list[tuple[str, Any]], data: Any, limits: Limits, timeout: float
+) -> tuple[dict[str, Any], list[YaqlFailure]]:
+    cap = limits.max_payload_bytes
+    _reap_exited()
+    read_fd, write_fd = os.pipe()
+    started = time.monotonic()
+    try:
+        pid = _fork()
+    except BaseException:
+        os.close(read_fd)
+        os.close(write_fd)
+        raise
+    if pid == 0:  # pragma: no cover - runs in the child, which never returns
+        os.close(read_fd)
+        _run_child(write_fd, parsed, data, limits, cap, timeout)
+    os.close(write_fd)
+    try:
+        raw, timed_out = _collect(read_fd, pid, started + timeout, cap)
+    except BaseException:  # e.g. the task's soft time limit fired while we waited
+        _kill_and_reap(pid)
+        raise
+    finally:
+        os.close(read_fd)
+
+    values: dict[str, Any] = {}
+    failures: list[YaqlFailure] = []
+    running: int | None = None
+    for line in raw.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            break  # a line cut by the kill
+        if "done" in record:
+            break
+        if "start" in record:
+            running = int(record["start"])
+            continue
+        name = parsed[int(record["i"])][0]
+        running = None
+        if "v" in record:
+            values[name] = record["v"]
+        else:
+            failures.append(YaqlFailure(name, str(record["code"]), str(record["e"])))
+    if running is not None:
+        name = parsed[running][0]
+        if timed_out:
+            message = f"yaql evaluation exceeded the time limit of {timeout:g} s"
+            failures.append(YaqlFailure(name, TIMEOUT, message))
+        else:
+            message = "yaql evaluation exceeded its CPU or memory limit and was stopped"
+            failures.append(YaqlFailure(name, MEMORY, message))
+    elif len(values) + len(failures) < len(parsed):
+        # The child died (or was stopped) between expressions: blame the next one.
+        name = parsed[len(values) + len(failures)][0]
+        failures.append(YaqlFailure(name, ERROR, "yaql evaluation was stopped"))
+    return values, failures
+
+
+def evaluate_batch(
+    expressions: Mapping[str, str],
+    data: Any,
+    limits: Limits,
+    *,
+    timeout_seconds: float | None = None,
+) -> BatchResult:
+    """Evaluate each named expression with ``$`` bound to ``data`` (plain JSON data).
+
+    Names are caller-chosen labels, typically JSON paths (``schema[3].size``); they come
+    back as the keys of ``values`` and the ``name`` of failures. Results are JSON data:
+    numbers, strings, booleans, None, lists and dicts. Raises nothing on bad
+    expressions: they are reported as failures. Identical expressions are evaluated
+    once (yaql without the clock is deterministic: same text, same data, same value)
+    — a schema often repeats one disk selection for several spaces, and yaql costs
+    ~0.2 ms per element it iterates.
+
+    ``timeout_seconds`` is the wall time of the whole batch (default
+    ``limits.yaql_timeout_seconds``); a caller evaluating many expressions may grant a
+    larger, still bounded, budget.
+    """
+    timeout = limits.yaql_timeout_seconds if timeout_seconds is None else timeout_seconds
+    failures: list[YaqlFailure] = []
+    names_of: dict[str, list[str]] = {}
+    for name, text in expressions.items():
+        names_of.setdefault(text, []).append(name)
+    parsed: list[tuple[str, Any]] = []
+    for text, names in names_of.items():
+        outcome = _parse_or_fail(names[0], text, limits)
+        if isinstance(outcome, YaqlFailure):
+            failures.extend(YaqlFailure(n, outcome.code, outcome.message) for n in names)
+        else:
+            parsed.append((text, outcome))
+    values: dict[str, Any] = {}
+    if parsed:
+        _root_context()  # build before forking so every child inherits it warm
+        _prctl()
+        by_text, late = _evaluate_in_child(parsed, data, limits, timeout)
+        for text, value in by_text.items():
+            for name in names_of[text]:
+                values[name] = value
+        for failure in late:
+            failures.extend(
+                YaqlFailure(n, failure.code, failure.message) for n in names_of[failure.name]
+            )
+    order = {name: i for i, name in enumerate(expressions)}
+    failures.sort(key=lambda f: order[f.name])
+    return BatchResult(values=values, failures=tuple(failures))
+
+
+__all__ = [
+    "ERROR",
+    "ITERATIONS",
+    "MEMORY",
+    "NOT_DATA",
+    "SYNTAX",
+    "TIMEOUT",
+    "TOO_LONG",
+    "BatchResult",
+    "YaqlFailure",
+    "evaluate_batch",
+    "warm_up",
+]

@@ -1,0 +1,62 @@
+"""Builders for partition jobs and readers of their results (shared by this area's tests)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apportion.contracts.partition import PartitionJob, PartitionResult
+from apportion.engine import Context
+from apportion.partition import solve
+
+Disk = tuple[str, float] | tuple[str, float, str]
+
+
+def disks(*specs: Disk) -> list[dict[str, Any]]:
+    out = []
+    for spec in specs:
+        disk: dict[str, Any] = {"id": spec[0], "size": spec[1]}
+        if len(spec) > 2:
+            disk["type"] = spec[2]
+        out.append(disk)
+    return out
+
+
+def lv(space_id: str, **fields: Any) -> dict[str, Any]:
+    return {"id": space_id, "type": "lv", **fields}
+
+
+def partition(space_id: str, **fields: Any) -> dict[str, Any]:
+    return {"id": space_id, "type": "partition", **fields}
+
+
+def in_vg(*lvs: dict[str, Any], vg: str = "vg1") -> list[dict[str, Any]]:
+    """The reference table's layout: a vg listed first containing every lv."""
+    return [{"id": vg, "type": "vg", "contains": [{"id": s["id"]} for s in lvs]}, *lvs]
+
+
+def payload(
+    schema: list[dict[str, Any]],
+    hardware_disks: list[dict[str, Any]] | None = None,
+    **hardware: Any,
+) -> dict[str, Any]:
+    return {
+        "schema": schema,
+        "hardware": {"disks": hardware_disks or disks(("sda", 100)), **hardware},
+    }
+
+
+def solve_payload(data: dict[str, Any], ctx: Context | None = None) -> PartitionResult:
+    return solve(PartitionJob.model_validate(data), ctx or Context())
+
+
+def sizes(result: PartitionResult) -> dict[str, list[int]]:
+    """disk id -> sizes of its spaces in result order (…, unallocated)."""
+    return {d.disk_id: [s.size for s in d.spaces] for d in result.disks}
+
+
+def totals(result: PartitionResult) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for disk in result.disks:
+        for space in disk.spaces:
+            out[space.space_id] = out.get(space.space_id, 0) + space.size
+    return out

@@ -1,0 +1,102 @@
+"""The failure-history store: once per event id, a sliding window, no unbounded keys."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import fakeredis
+import pytest
+
+from apportion.contracts.events import LaunchOutcomeJob
+from workers.failure_store import FailureStore
+from workers.keys import Keys
+
+NOW = datetime(2026, 11, 21, 22, 0, tzinfo=UTC)
+
+
+def event(
+    event_id: str, account: str = "vsphere-a", *, hours_ago: float = 0, outcome: str = "failed"
+) -> LaunchOutcomeJob:
+    return LaunchOutcomeJob(
+        event_id=event_id,
+        account=account,
+        outcome=outcome,  # type: ignore[arg-type]
+        at=NOW - timedelta(hours=hours_ago),
+        reason="quota exceeded",
+    )
+
+
+@pytest.fixture
+def client() -> fakeredis.FakeRedis:
+    return fakeredis.FakeRedis()
+
+
+@pytest.fixture
+def store(client: fakeredis.FakeRedis) -> FailureStore:
+    return FailureStore(client, Keys(), retention_seconds=24 * 3600, stream_maxlen=1000)
+
+
+def test_a_failure_is_counted_and_appended_to_the_launch_failures_stream(
+    store: FailureStore, client: fakeredis.FakeRedis
+) -> None:
+    outcome = store.record(event("e1"), NOW)
+
+    assert outcome.recorded
+    assert outcome.failure
+    assert store.counts(["vsphere-a", "ec2"], 6, NOW) == {"vsphere-a": 1, "ec2": 0}
+    [(_, fields)] = client.xrange("apportion:launch-failures")
+    assert fields[b"event_id"] == b"e1"
+    assert fields[b"account"] == b"vsphere-a"
+    assert fields[b"reason"] == b"quota exceeded"
+
+
+def test_a_repeated_event_id_changes_nothing(
+    store: FailureStore, client: fakeredis.FakeRedis
+) -> None:
+    store.record(event("e1"), NOW)
+    again = store.record(event("e1"), NOW)
+
+    assert not again.recorded
+    assert store.counts(["vsphere-a"], 6, NOW) == {"vsphere-a": 1}
+    assert client.xlen("apportion:launch-failures") == 1
+
+
+def test_successes_are_remembered_for_idempotency_but_not_counted(
+    store: FailureStore, client: fakeredis.FakeRedis
+) -> None:
+    outcome = store.record(event("ok-1", outcome="succeeded"), NOW)
+
+    assert outcome.recorded
+    assert not outcome.failure
+    assert store.counts(["vsphere-a"], 6, NOW) == {"vsphere-a": 0}
+    assert not client.exists("apportion:launch-failures")
+
+
+def test_only_failures_inside_the_window_count(store: FailureStore) -> None:
+    for i, hours in enumerate([0.5, 2, 5.9, 6.1, 20]):
+        store.record(event(f"e{i}", hours_ago=hours), NOW)
+
+    assert store.counts(["vsphere-a"], 6, NOW) == {"vsphere-a": 3}
+    assert store.counts(["vsphere-a"], 1, NOW) == {"vsphere-a": 1}
+    assert store.counts(["vsphere-a"], 24, NOW) == {"vsphere-a": 5}
+
+
+def test_entries_older_than_retention_are_dropped_and_keys_expire(
+    store: FailureStore, client: fakeredis.FakeRedis
+) -> None:
+    store.record(event("old", hours_ago=30), NOW)
+    store.record(event("new", hours_ago=1), NOW)
+
+    members = client.zrange("apportion:failures:vsphere-a", 0, -1)
+    assert members == [b"new"]
+    assert 0 < client.ttl("apportion:failures:vsphere-a") <= 24 * 3600
+    assert 0 < client.ttl("apportion:outcome:new") <= 24 * 3600
+
+
+def test_counts_are_monotone_in_the_number_of_failures(store: FailureStore) -> None:
+    seen = []
+    for i in range(6):
+        store.record(event(f"e{i}", hours_ago=i * 0.5), NOW)
+        seen.append(store.counts(["vsphere-a"], 6, NOW)["vsphere-a"])
+
+    assert seen == [1, 2, 3, 4, 5, 6]

@@ -1,0 +1,116 @@
+"""The failure-history store: launch failures per account over a sliding window.
+
+One sorted set per account (``{prefix}:failures:{account}``) holds failure event
+ids scored by the failure time. Recording is one Lua script, atomic on the server:
+
+1. ``SET NX`` the event-id marker — a repeated event id changes nothing;
+2. for a failure: ``XADD`` it to the launch-failures stream (MAXLEN ~ capped),
+   ``ZADD`` it to the account's set, drop entries older than the retention period
+   and ``EXPIRE`` the set after it — so old entries age out by themselves and an
+   account that stops failing leaves no key behind.
+
+Counting is ``ZCOUNT`` over ``[now − window, +inf)`` per account, pipelined.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import redis
+
+from apportion.contracts.events import LaunchOutcomeJob
+from apportion.errors import StoreUnavailable
+from workers.keys import Keys
+from workers.redis_client import TRANSIENT_ERRORS
+
+_RECORD = """
+-- KEYS: marker, history, stream   ARGV: ttl, at, event_id, oldest, maxlen, outcome, fields...
+if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
+  return -1
+end
+if ARGV[6] ~= 'failed' then
+  return 0
+end
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', unpack(ARGV, 7))
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[4])
+redis.call('EXPIRE', KEYS[2], ARGV[1])
+return 1
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """What recording an outcome did: ``recorded`` is False for a repeated event id."""
+
+    recorded: bool
+    failure: bool
+
+
+class FailureStore:
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        *,
+        retention_seconds: int,
+        stream_maxlen: int,
+    ) -> None:
+        self._client = client
+        self._keys = keys
+        self.retention_seconds = retention_seconds
+        self._maxlen = stream_maxlen
+        self._script = client.register_script(_RECORD)
+
+    def record(self, event: LaunchOutcomeJob, now: datetime) -> Recorded:
+        at = event.at.timestamp()
+        oldest = now.timestamp() - self.retention_seconds
+        fields = {
+            "event_id": event.event_id,
+            "account": event.account,
+            "outcome": event.outcome,
+            "at": event.at.isoformat(),
+            "job_id": event.job_id or "",
+            "reason": event.reason or "",
+        }
+        flat: list[str] = []
+        for k, v in fields.items():
+            flat += [k, v]
+        try:
+            code = self._script(
+                keys=[
+                    self._keys.failure_event_marker(event.event_id),
+                    self._keys.failure_history(event.account),
+                    self._keys.launch_failures_stream,
+                ],
+                args=[
+                    self.retention_seconds,
+                    at,
+                    event.event_id,
+                    oldest,
+                    self._maxlen,
+                    event.outcome,
+                    *flat,
+                ],
+            )
+        except TRANSIENT_ERRORS as exc:
+            raise StoreUnavailable(f"could not record {event.event_id}: {exc}") from exc
+        return Recorded(recorded=code != -1, failure=event.outcome == "failed")
+
+    def counts(
+        self, accounts: Sequence[str], window_hours: float, now: datetime
+    ) -> Mapping[str, int]:
+        """Failures per account in ``[now − window, now]`` (future-dated ones count too)."""
+        window = min(window_hours * 3600.0, float(self.retention_seconds))
+        since = now.timestamp() - window
+        unique = list(dict.fromkeys(accounts))
+        try:
+            pipe = self._client.pipeline(transaction=False)
+            for account in unique:
+                pipe.zcount(self._keys.failure_history(account), since, "+inf")
+            values = pipe.execute()
+        except TRANSIENT_ERRORS as exc:
+            raise StoreUnavailable(f"could not read failure history: {exc}") from exc
+        return {a: int(v) for a, v in zip(unique, values, strict=True)}
