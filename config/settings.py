@@ -101,6 +101,15 @@ class Settings(BaseSettings):
     publish_retries: int = Field(5, ge=0)
     publish_backoff_max: int = Field(60, gt=0)
 
+    # Failure history: how long launch failures are kept (must cover every
+    # failure_penalty window_hours; a longer window is clamped to this).
+    failure_retention_hours: float = Field(24.0, gt=0, le=24 * 365)
+    # Launcher hook for launch_select: "none" (selection only) or "simulated" (demo and
+    # benchmarks: each account fails with its rate from simulated_failure_rates).
+    launcher: Literal["none", "simulated"] = "none"
+    simulated_failure_rates: dict[str, float] = Field(default_factory=dict)
+    launch_attempts: int = Field(3, ge=1, le=20)
+
     limits: Limits = Limits()
     default_policy_file: str | None = Field(
         None, description="YAML file with the default launch policy (config/default_policy.yaml)"

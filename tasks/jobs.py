@@ -13,7 +13,8 @@ from apportion.contracts import Envelope, ErrorInfo, Kind
 from apportion.engine import available_kinds, run
 from apportion.errors import InfrastructureError
 from config.celeryconfig import TASK_QUEUES
-from workers.runtime import Runtime, get_runtime
+from workers.launcher import launch_with_retries
+from workers.runtime import Runtime, get_runtime, utcnow
 
 log = logging.getLogger("apportion.tasks")
 
@@ -53,28 +54,47 @@ def publish_or_retry(task: Task, rt: Runtime, envelope: Envelope) -> None:
     try:
         rt.publisher.publish(envelope)
     except InfrastructureError as exc:
-        retries = task.request.retries
-        countdown = min(2**retries, rt.settings.publish_backoff_max)
-        log.warning(
-            "publishing %s failed (%s); retry %d in %ss",
-            envelope.job_id,
-            exc,
-            retries + 1,
-            countdown,
+        raise _retry(task, rt, exc, f"publishing {envelope.job_id}") from exc
+
+
+def _retry(task: Task, rt: Runtime, exc: Exception, doing: str) -> Exception:
+    """Retry the whole task later with exponential backoff (Redis was unreachable)."""
+    retries = task.request.retries
+    countdown = min(2**retries, rt.settings.publish_backoff_max)
+    log.warning("%s failed (%s); retry %d in %ss", doing, exc, retries + 1, countdown)
+    retry: Exception = task.retry(
+        exc=exc, countdown=countdown, max_retries=rt.settings.publish_retries
+    )
+    return retry
+
+
+def _solve(task: Task, kind: Kind, job: Any, rt: Runtime) -> Envelope:
+    envelope = run(
+        kind, job, rt.context(), job_id=task.request.id, reraise=(SoftTimeLimitExceeded,)
+    )
+    if kind == "launch_select" and rt.launcher is not None and isinstance(job, dict):
+        envelope = launch_with_retries(
+            envelope,
+            job,
+            launcher=rt.launcher,
+            history=rt.failures,
+            attempts=rt.settings.launch_attempts,
+            now=utcnow,
+            reselect=lambda again: run(
+                kind, again, rt.context(), job_id=envelope.job_id, reraise=(SoftTimeLimitExceeded,)
+            ),
         )
-        raise task.retry(
-            exc=exc, countdown=countdown, max_retries=rt.settings.publish_retries
-        ) from exc
+    return envelope
 
 
 def execute(task: Task, kind: Kind, job: Any) -> dict[str, Any]:
     rt = get_runtime()
     try:
-        envelope = run(
-            kind, job, rt.context(), job_id=task.request.id, reraise=(SoftTimeLimitExceeded,)
-        )
+        envelope = _solve(task, kind, job, rt)
     except SoftTimeLimitExceeded:
         envelope = _time_limit_envelope(kind, job, task, rt)
+    except InfrastructureError as exc:  # the failure-history store was unreachable
+        raise _retry(task, rt, exc, "solving") from exc
     if envelope.status != "ok":
         log.info(
             "job %s (%s) %s: %s",
@@ -100,7 +120,5 @@ def _make(kind: Kind) -> Any:
 def register(app: Celery) -> None:
     """Register a task on ``app`` for every kind whose engine exists."""
     for kind in available_kinds():
-        if kind == "launch_outcome":
-            continue  # an event, not a job: registered with the failure-history store
         # shared=False: tasks belong to this app only (the demo builds a second app).
         app.task(name=task_name(kind), bind=True, typing=False, shared=False)(_make(kind))

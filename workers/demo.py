@@ -18,6 +18,7 @@ from rich.table import Table
 from apportion.engine import available_kinds
 from config.settings import get_settings
 from workers.demo_jobs import DEMO_JOBS
+from workers.failure_store import MemoryFailureStore
 from workers.keys import Keys
 from workers.publisher import MemoryPublisher
 from workers.runtime import Runtime, set_runtime
@@ -74,7 +75,14 @@ def run_demo(as_json: bool = False) -> int:
     logging.getLogger("kombu").setLevel(logging.ERROR)
     settings = get_settings()
     publisher = MemoryPublisher()
-    set_runtime(Runtime(settings=settings, publisher=publisher, keys=Keys(settings.stream_prefix)))
+    set_runtime(
+        Runtime(
+            settings=settings,
+            publisher=publisher,
+            failures=MemoryFailureStore(),
+            keys=Keys(settings.stream_prefix),
+        )
+    )
     app = create_app(settings, broker="memory://", backend="cache+memory://")
     console = Console()
     kinds = set(available_kinds())

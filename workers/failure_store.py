@@ -14,9 +14,11 @@ Counting is ``ZCOUNT`` over ``[now − window, +inf)`` per account, pipelined.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 import redis
 
@@ -47,6 +49,14 @@ class Recorded:
 
     recorded: bool
     failure: bool
+
+
+class FailureHistory(Protocol):
+    def record(self, event: LaunchOutcomeJob, now: datetime) -> Recorded: ...
+
+    def counts(
+        self, accounts: Sequence[str], window_hours: float, now: datetime
+    ) -> Mapping[str, int]: ...
 
 
 class FailureStore:
@@ -114,3 +124,42 @@ class FailureStore:
         except TRANSIENT_ERRORS as exc:
             raise StoreUnavailable(f"could not read failure history: {exc}") from exc
         return {a: int(v) for a, v in zip(unique, values, strict=True)}
+
+
+@dataclass
+class MemoryFailureStore:
+    """In-process stand-in with the same rules (the embedded demo uses it)."""
+
+    retention_seconds: int = 24 * 3600
+    failures: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
+    stream: list[dict[str, str]] = field(default_factory=list)
+    _seen: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, event: LaunchOutcomeJob, now: datetime) -> Recorded:
+        with self._lock:
+            if event.event_id in self._seen:
+                return Recorded(recorded=False, failure=event.outcome == "failed")
+            self._seen.add(event.event_id)
+            if event.outcome == "failed":
+                oldest = now.timestamp() - self.retention_seconds
+                kept = [e for e in self.failures.get(event.account, []) if e[0] >= oldest]
+                self.failures[event.account] = [*kept, (event.at.timestamp(), event.event_id)]
+                self.stream.append(
+                    {
+                        "event_id": event.event_id,
+                        "account": event.account,
+                        "reason": event.reason or "",
+                    }
+                )
+            return Recorded(recorded=True, failure=event.outcome == "failed")
+
+    def counts(
+        self, accounts: Sequence[str], window_hours: float, now: datetime
+    ) -> Mapping[str, int]:
+        since = now.timestamp() - min(window_hours * 3600.0, float(self.retention_seconds))
+        with self._lock:
+            return {
+                a: sum(1 for at, _ in self.failures.get(a, []) if at >= since)
+                for a in dict.fromkeys(accounts)
+            }

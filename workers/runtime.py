@@ -9,32 +9,75 @@ connects to Redis); the embedded demo and tests install their own with
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
 
+from apportion.contracts.events import LaunchOutcomeJob
 from apportion.engine import Context
 from config.policy import engine_context
 from config.settings import Settings, get_settings
+from workers.failure_store import FailureHistory, FailureStore
 from workers.keys import Keys
+from workers.launcher import Launcher, make_launcher
 from workers.publisher import ResultPublisher, StreamPublisher
 from workers.redis_client import get_redis
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
 
 
 @dataclass(frozen=True)
 class Runtime:
     settings: Settings
     publisher: ResultPublisher
+    failures: FailureHistory
     keys: Keys = field(default_factory=Keys)
+    launcher: Launcher | None = None
 
     def context(self) -> Context:
-        return engine_context(self.settings)
+        """The engine context for one job: the clock read once, the stores injected."""
+        now = utcnow()
+        history = self.failures
+
+        def failure_counts(accounts: Sequence[str], window_hours: float) -> Mapping[str, int]:
+            return history.counts(accounts, window_hours, now)
+
+        def record_outcome(event: Any) -> bool:
+            assert isinstance(event, LaunchOutcomeJob)
+            return history.record(event, now).recorded
+
+        base = engine_context(self.settings, now)
+        return Context(
+            limits=base.limits,
+            now=now,
+            default_policy=base.default_policy,
+            failure_counts=failure_counts,
+            record_outcome=record_outcome,
+        )
 
 
 def build_runtime(settings: Settings) -> Runtime:
     keys = Keys(settings.stream_prefix)
+    client = get_redis(settings)
     publisher = StreamPublisher(
-        get_redis(settings), keys, maxlen=settings.stream_maxlen, dedup_ttl=settings.dedup_ttl
+        client, keys, maxlen=settings.stream_maxlen, dedup_ttl=settings.dedup_ttl
     )
-    return Runtime(settings=settings, publisher=publisher, keys=keys)
+    failures = FailureStore(
+        client,
+        keys,
+        retention_seconds=int(settings.failure_retention_hours * 3600),
+        stream_maxlen=settings.stream_maxlen,
+    )
+    return Runtime(
+        settings=settings,
+        publisher=publisher,
+        failures=failures,
+        keys=keys,
+        launcher=make_launcher(settings),
+    )
 
 
 _lock = threading.Lock()

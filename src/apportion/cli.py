@@ -195,6 +195,42 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(as_json=args.json)
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from apportion.engine import parse_json_text, run
+    from apportion.explain import PlotUnavailable, explain
+    from config.policy import engine_context
+
+    text = _read_input(args.file)
+    try:
+        data = parse_json_text(text, _settings().limits)
+    except Rejected as exc:
+        raise UsageError(exc.message) from exc
+    if not isinstance(data, dict):
+        raise UsageError("explain takes one envelope (or one job with --kind)")
+    if "status" in data and "kind" in data:
+        envelope: dict[str, Any] = data
+    elif args.kind:
+        _check_kind(args.kind)
+        envelope = run(args.kind, data, engine_context(_settings())).model_dump(mode="json")
+    else:
+        raise UsageError("FILE is not a result envelope; pass --kind to solve it as a job")
+    out = Path(args.out) if args.out else None
+    if out is not None and out.suffix.lower() not in (".png", ".svg"):
+        raise UsageError("--out must end in .png or .svg")
+    try:
+        written = explain(envelope, out, Console())
+    except PlotUnavailable as exc:
+        print(f"apportion explain: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    if written is not None:
+        print(f"wrote {written}")
+    return EXIT_OK
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     from apportion.contracts import job_schema, result_schema
 
@@ -246,6 +282,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="run the embedded demo (no Redis needed)")
     p.add_argument("--json", action="store_true", help="print envelopes and events as JSON")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("explain", help="table and picture of a launch_select or partition result")
+    p.add_argument("file", help="a result envelope (or a job, with --kind), or - for stdin")
+    p.add_argument("--kind", help="solve FILE as a job of this kind first")
+    p.add_argument("--out", help="write the picture here (.png or .svg; needs the plot extra)")
+    p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("schema", help="print the JSON Schema of a job kind")
     p.add_argument("kind")

@@ -28,10 +28,24 @@ from pydantic import BaseModel, ValidationError
 
 from apportion import ENGINE_VERSION
 from apportion.contracts import JOB_MODELS, KINDS, Envelope, ErrorDetail, ErrorInfo, Kind
-from apportion.errors import DomainError, Infeasible, Problem, Rejected, json_path
+from apportion.contracts.policy import user_loc
+from apportion.errors import (
+    DomainError,
+    Infeasible,
+    InfrastructureError,
+    Problem,
+    Rejected,
+    json_path,
+)
 from apportion.limits import DEFAULT_LIMITS, Limits
 
 log = logging.getLogger("apportion.engine")
+
+
+# (accounts, window_hours) -> {account: failures in the window}
+FailureCounts = Callable[[Sequence[str], float], Mapping[str, int]]
+# (event) -> True when the event was recorded now, False when its event_id was known
+RecordOutcome = Callable[[Any], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +60,13 @@ class Context:
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
     # launch_select: the policy a job without a `policy` key gets (config/default_policy.yaml).
     default_policy: Sequence[Mapping[str, Any]] | None = None
+    # launch_select: failures per account within the last `window_hours`, for jobs that
+    # leave `failures` null. Injected by the worker (the Redis failure-history store) so
+    # the engine itself stays free of I/O; None means no history is available.
+    failure_counts: FailureCounts | None = None
+    # launch_outcome: records one event in the failure-history store, returning whether
+    # it was new (False for a repeated event_id). Injected by the worker, like the above.
+    record_outcome: RecordOutcome | None = None
 
 
 Solver = Callable[[Any, Context], BaseModel]
@@ -54,6 +75,10 @@ Solver = Callable[[Any, Context], BaseModel]
 # A kind appears here only once its engine exists; tasks and the CLI refuse the others.
 _SOLVERS: dict[Kind, str] = {
     "partition": "apportion.partition:solve",
+    "launch_select": "apportion.launch:solve",
+    "auto_attach": "apportion.attach:solve_auto_attach",
+    "launch_outcome": "apportion.outcome:solve",
+    "guest_host_attach": "apportion.attach:solve_guest_host_attach",
 }
 
 
@@ -100,7 +125,10 @@ def parse_json_text(text: str | bytes, limits: Limits = DEFAULT_LIMITS) -> Any:
 def _problems(exc: ValidationError) -> list[Problem]:
     out = []
     for err in exc.errors(include_url=False, include_input=False):
-        out.append(Problem(json_path(err["loc"]), err["msg"]))
+        loc = list(err["loc"])
+        if loc[:1] == ["policy"]:  # tagged union: report where the user wrote it
+            loc = ["policy", *user_loc(loc[1:], err["type"])]
+        out.append(Problem(json_path(loc), err["msg"]))
     return out
 
 
@@ -128,9 +156,12 @@ def _error(exc: DomainError) -> ErrorInfo:
     )
 
 
-def _payload_job_id(payload: Any) -> str | None:
+def _payload_job_id(kind: str, payload: Any) -> str | None:
+    """The idempotency key a payload carries: its job_id (an event's event_id)."""
     if isinstance(payload, dict):
-        value = payload.get("job_id")
+        # A launch_outcome's job_id names the launch job it reports on, and one launch
+        # job can fail several times: each event is its own unit of work.
+        value = payload.get("event_id" if kind == "launch_outcome" else "job_id")
         if isinstance(value, str) and 0 < len(value) <= 256:
             return value
     return None
@@ -153,8 +184,9 @@ def run(
     solve = solver_for(kind)
     k: Kind = kind  # type: ignore[assignment]
     ctx = ctx or Context()
+    passthrough: tuple[type[BaseException], ...] = (InfrastructureError, *reraise)
     started = time.perf_counter()
-    resolved_id = _payload_job_id(payload) or job_id
+    resolved_id = _payload_job_id(kind, payload) or job_id
 
     def envelope(**fields: Any) -> Envelope:
         elapsed = (time.perf_counter() - started) * 1000.0
@@ -169,7 +201,7 @@ def run(
     try:
         if isinstance(payload, str | bytes):
             payload = parse_json_text(payload, ctx.limits)
-            resolved_id = _payload_job_id(payload) or job_id
+            resolved_id = _payload_job_id(kind, payload) or job_id
         job = validate(k, payload)
         result = solve(job, ctx)
     except Rejected as exc:
@@ -178,8 +210,8 @@ def run(
         return envelope(status="infeasible", error=_error(exc))
     except DomainError as exc:
         return envelope(status="rejected", error=_error(exc))
-    except reraise:
-        raise
+    except passthrough:
+        raise  # a store the worker injected failed: the task retries, nothing is answered
     except Exception as exc:  # an engine bug on this input; see module docstring
         log.exception("engine %s failed on job %s", kind, resolved_id)
         return envelope(

@@ -32,6 +32,8 @@ def _attributes(value: Any) -> Any:
     """Candlepin sends ``[{"name": n, "value": v}]``; we also take ``{n: v}``."""
     if value is None:
         return {}
+    if isinstance(value, dict) and all(type(v) is str for v in value.values()):
+        return value  # the common case, already in shape
     if isinstance(value, list):
         out: dict[str, Any] = {}
         for i, item in enumerate(value):
@@ -143,6 +145,11 @@ class Entitlement(WireModel):
     id: str = Field(min_length=1, max_length=256)
     pool: Pool
     quantity: int = Field(ge=1)
+    # Extension: Candlepin entitlements carry their own dates; when absent the pool's apply.
+    start_date: datetime | None = Field(
+        default=None, validation_alias=alias("start_date", "startDate")
+    )
+    end_date: datetime | None = Field(default=None, validation_alias=alias("end_date", "endDate"))
 
 
 class Compliance(WireModel):
@@ -166,6 +173,11 @@ class AutoAttachJob(JobBase):
     compliance: Compliance | None = None
     at: datetime | None = None
     rules: Rules = "seed"
+    # Extension: the uuid of a guest consumer's host when it is known (virt-who mapping).
+    # requires_host pools need it; unmapped_guests_only pools are for guests without one.
+    host_uuid: str | None = Field(
+        default=None, validation_alias=alias("host_uuid", "hostUuid"), min_length=1, max_length=256
+    )
 
 
 class GuestHostAttachJob(JobBase):

@@ -11,6 +11,9 @@ from apportion.contracts.base import JobBase
 
 
 class LaunchOutcomeJob(JobBase):
+    """A launch attempt's outcome. ``job_id`` names the launch_select job it reports on;
+    ``event_id`` is this event's idempotency key."""
+
     event_id: str = Field(min_length=1, max_length=256)
     account: str = Field(min_length=1, max_length=256)
     outcome: Literal["failed", "succeeded"]
@@ -24,5 +27,9 @@ class LaunchOutcomeResult(BaseModel):
     event_id: str
     account: str
     outcome: Literal["failed", "succeeded"]
-    recorded: bool = Field(description="false when this event_id was already recorded")
-    failures_in_window: int | None = None
+    at: datetime
+    job_id: str | None = None
+    recorded: bool | None = Field(
+        description="true: recorded now; false: this event_id was already recorded; "
+        "null: no failure-history store (apportion solve)"
+    )

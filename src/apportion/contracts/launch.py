@@ -66,6 +66,14 @@ class ProviderAllocation(_Out):
 
 
 class AllocationRequest(_Out):
+    """One allocation candidate, as Placement returns it, plus selection fields.
+
+    ``mappings`` maps each request group suffix (``""`` for the unsuffixed group)
+    to the providers that satisfy it; a resourceless group's provider appears
+    there but not in ``allocations``. ``account`` is the account of the root of
+    the non-sharing tree the candidate is anchored at.
+    """
+
     allocations: dict[str, ProviderAllocation]
     mappings: dict[str, list[str]]
     account: str | None = None
@@ -80,6 +88,9 @@ class ResourceSummary(_Out):
 
 
 class ProviderSummary(_Out):
+    """A provider of a tree some returned candidate touches: every resource class it
+    has inventory of (``{}`` when none), its traits (sorted), parent and root."""
+
     resources: dict[str, ResourceSummary]
     traits: list[str]
     parent_provider_uuid: str | None

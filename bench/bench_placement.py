@@ -1,0 +1,253 @@
+"""Benchmarks of the allocation-candidates engine (issue 4, SPEC.md §6).
+
+Run: ``.venv/bin/python bench/bench_placement.py [--quick] [--profile NAME]``
+
+Each scenario is timed two ways, median of several runs:
+
+* ``engine``: ``apportion.placement.solve(job, ctx)`` on an already validated job
+  (forest, query, search, wire objects — everything but pydantic validation of
+  the job and serialisation of the result);
+* ``run()``: ``apportion.engine.run("launch_select", payload)`` from a plain dict:
+  validation, solve, and ``model_dump`` of the envelope.
+
+Figures are recorded in bench/placement.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from apportion import engine
+from apportion.contracts.launch import LaunchSelectJob
+from apportion.engine import Context, run
+from apportion.limits import DEFAULT_LIMITS, Limits
+from apportion.placement import solve
+
+SHARES = "MISC_SHARES_VIA_AGGREGATE"
+SIMPLE = "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10"
+SUBTREE = (
+    "resources_DISK=DISK_GB:10&resources_COMPUTE=VCPU:1,MEMORY_MB:512"
+    "&required_NUMA=HW_NUMA_ROOT&same_subtree=_NUMA,_COMPUTE"
+)
+
+
+def numa_cloud(hosts: int, storages: int = 1) -> list[dict[str, Any]]:
+    """``hosts`` compute nodes, each with two NUMA children (VCPU, MEMORY_MB,
+    HW_NUMA_ROOT), all in one aggregate with ``storages`` sharing DISK_GB providers."""
+    providers: list[dict[str, Any]] = []
+    for s in range(storages):
+        providers.append(
+            {
+                "uuid": f"ss{s}",
+                "inventories": {"DISK_GB": {"total": 100_000}},
+                "traits": [SHARES],
+                "aggregates": ["agg"],
+            }
+        )
+    for h in range(hosts):
+        providers.append({"uuid": f"cn{h}", "aggregates": ["agg"]})
+        for n in range(2):
+            providers.append(
+                {
+                    "uuid": f"cn{h}-numa{n}",
+                    "parent_provider_uuid": f"cn{h}",
+                    "inventories": {
+                        "VCPU": {"total": 16, "allocation_ratio": 4.0},
+                        "MEMORY_MB": {"total": 65_536},
+                    },
+                    "usages": {"VCPU": 4, "MEMORY_MB": 8_192},
+                    "traits": ["HW_NUMA_ROOT"],
+                }
+            )
+    return providers
+
+
+def vgpu_host(children: int = 8) -> list[dict[str, Any]]:
+    """One root with ``children`` single-unit VGPU providers."""
+    return [{"uuid": "host"}] + [
+        {"uuid": f"gpu{i}", "parent_provider_uuid": "host", "inventories": {"VGPU": {"total": 1}}}
+        for i in range(children)
+    ]
+
+
+def isolated_vgpus(groups: int, limit: int | None = None) -> str:
+    query = "&".join(f"resources_G{i}=VGPU:1" for i in range(groups)) + "&group_policy=isolate"
+    return query + (f"&limit={limit}" if limit else "")
+
+
+@dataclass
+class Scenario:
+    name: str
+    # Built when measured, so that the process holds one job at a time: the
+    # garbage collector's full passes scan every live object, and other
+    # scenarios' data would inflate them.
+    build: Callable[[], list[dict[str, Any]]]
+    request: str
+    target_ms: float | None
+    limits: Limits = DEFAULT_LIMITS
+    expect: int | None = None  # number of candidates
+
+
+def median_ms(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
+    fn()  # warm-up (imports, caches)
+    times = []
+    for _ in range(repeat):
+        # Start every run from a collected heap: garbage of the previous run must
+        # not be charged to this one. The collector stays on while timing.
+        gc.collect()
+        start = time.perf_counter()
+        answer = fn()
+        times.append((time.perf_counter() - start) * 1000.0)
+        del answer  # freeing the answer is the caller's business, not timed
+    return statistics.median(times), min(times)
+
+
+def measure(s: Scenario, repeat: int) -> dict[str, Any]:
+    providers = s.build()
+    payload = {"providers": providers, "request": s.request, "policy": None}
+    job = LaunchSelectJob.model_validate(payload)
+    ctx = Context(limits=s.limits)
+    result = solve(job, ctx)
+    n = len(result.allocation_requests)
+    if s.expect is not None and n != s.expect:
+        raise SystemExit(f"{s.name}: expected {s.expect} candidates, got {n}")
+    engine, engine_min = median_ms(lambda: solve(job, ctx), repeat)
+
+    def whole() -> None:
+        env = run("launch_select", payload, ctx)
+        if env.status != "ok":
+            raise SystemExit(f"{s.name}: {env.status} {env.error}")
+
+    whole_ms, _ = median_ms(whole, max(3, repeat // 2))
+    return {
+        "name": s.name,
+        "providers": len(providers),
+        "candidates": n,
+        "capped": result.extra.get("capped", False),
+        "engine": engine,
+        "engine_min": engine_min,
+        "run": whole_ms,
+        "target": s.target_ms,
+    }
+
+
+def scenarios(quick: bool) -> list[Scenario]:
+    big_cap = Limits(max_candidates=100_000)
+    one_disk = partial(numa_cloud, 1000)
+    ten_disks = partial(numa_cloud, 1000, 10)
+    out = [
+        Scenario("1000 hosts x 2 NUMA, 1 sharing disk: simple", one_disk, SIMPLE, 70, expect=4000),
+        Scenario(
+            "1000 hosts x 2 NUMA, 1 sharing disk: same_subtree", one_disk, SUBTREE, 70, expect=2000
+        ),
+        Scenario(
+            "1000 hosts x 2 NUMA, 10 sharing disks: simple (cap 10,000)",
+            ten_disks,
+            SIMPLE,
+            100,
+            expect=10_000,
+        ),
+        Scenario(
+            "1000 hosts x 2 NUMA, 10 sharing disks: same_subtree (cap 10,000)",
+            ten_disks,
+            SUBTREE,
+            200,
+            expect=10_000,
+        ),
+        Scenario(
+            "8 VGPUs, 6 isolated groups (cap raised)",
+            vgpu_host,
+            isolated_vgpus(6),
+            1000,
+            big_cap,
+            20_160,
+        ),
+        Scenario(
+            "8 VGPUs, 8 isolated groups, limit 1000",
+            vgpu_host,
+            isolated_vgpus(8, 1000),
+            100,
+            expect=1000,
+        ),
+    ]
+    if not quick:
+        for hosts in (250, 500, 1000, 2000, 4000):
+            out.append(
+                Scenario(
+                    f"scaling: {hosts} hosts, 10 sharing disks, same_subtree, limit 10",
+                    partial(numa_cloud, hosts, 10),
+                    SUBTREE + "&limit=10",
+                    None,
+                    expect=10,
+                )
+            )
+        for hosts in (250, 500, 1000, 2000, 4000):
+            out.append(
+                Scenario(
+                    f"scaling: {hosts} hosts, 10 sharing disks, simple, limit 1000",
+                    partial(numa_cloud, hosts, 10),
+                    SIMPLE + "&limit=1000",
+                    None,
+                    expect=1000,
+                )
+            )
+    return out
+
+
+def main() -> None:
+    # Time the candidates engine alone through run(), whatever solver the service
+    # registers for launch_select (it adds the selection policy on top).
+    engine._SOLVERS["launch_select"] = "apportion.placement:solve"
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="skip the scaling series")
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument(
+        "--profile", help="profile the engine on the scenario whose name contains this"
+    )
+    args = parser.parse_args()
+    chosen = scenarios(args.quick)
+    if args.profile:
+        from pyinstrument import Profiler  # type: ignore[import-not-found, unused-ignore]
+
+        s = next(x for x in chosen if args.profile in x.name)
+        job = LaunchSelectJob.model_validate(
+            {"providers": s.build(), "request": s.request, "policy": None}
+        )
+        ctx = Context(limits=s.limits)
+        solve(job, ctx)
+        with Profiler(interval=0.0005) as profiler:
+            for _ in range(5):
+                solve(job, ctx)
+        profiler.print()
+        return
+    print(f"python {platform.python_version()} on {platform.machine()}")
+    print(
+        f"{'scenario':<66} {'providers':>9} {'cands':>6} {'engine ms':>10} {'(min)':>7} "
+        f"{'run() ms':>9} {'target':>7}"
+    )
+    failed = False
+    for s in chosen:
+        gc.collect()
+        r = measure(s, args.repeat)
+        target = "" if r["target"] is None else f"{r['target']:.0f}"
+        ok = r["target"] is None or r["engine"] <= r["target"]
+        failed |= not ok
+        print(
+            f"{r['name']:<66} {r['providers']:>9} {r['candidates']:>6} "
+            f"{r['engine']:>10.1f} {r['engine_min']:>7.1f} {r['run']:>9.1f} {target:>7}"
+            f"{'' if ok else '  OVER'}"
+        )
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,359 @@
+"""Entitlement groups: build, validate, remove extra attributes, prune, choose quantities.
+
+An entitlement group is a stack (every valid pool with the same ``stacking_id``) or a
+single non-stacked pool. Each step below is the reference's, on the pools of one
+group, with the consumer's attached entitlements counted in:
+
+* :meth:`GroupWork.validate` — the group at full availability must cover the consumer;
+  for a stack that does not, drop every pool carrying an attribute named in the
+  coverage reasons and check again (the reference rebuilds the list back to front,
+  which reverses the order of the pools kept);
+* :meth:`GroupWork.remove_extra_attributes` — avoid parallel stacks: for each
+  attribute in subsets of the stack's enforced attributes, try the stack without the
+  pools carrying it; keep the candidate with the best virt_only/host-specific score per
+  pool, fewer pools on a tie;
+* :meth:`GroupWork.prune` — sort by priority (the pool ending earlier gets +1 in each
+  comparison) and drop, from the end, every pool the stack can do without;
+* :meth:`GroupWork.quantities` — per pool, in post-prune order, the smallest multiple of
+  the increment that keeps the stack covered while the pools after it stay at their
+  maximum. The reference tries k × increment one by one; coverage only grows with the
+  quantity, so the first covering multiple is computed directly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from fractions import Fraction
+from functools import cmp_to_key, partial
+from typing import NamedTuple
+
+from apportion.attach.compliance import (
+    CoverageContext,
+    CoverageUnit,
+    Tally,
+    combine_limits,
+    entitlement_failures,
+)
+from apportion.attach.pools import PoolView
+
+Offer = tuple[str, str]  # ("product" | "role" | "addon", value)
+
+
+class Member(NamedTuple):
+    """A valid pool inside a group, with everything the group steps need."""
+
+    view: PoolView
+    unit: CoverageUnit
+    available: int
+    step: int
+    priority: int  # scaled: the exact priority × the run's scale (see priority.Scorer)
+    offers: frozenset[Offer]
+
+
+class Attached(NamedTuple):
+    """The consumer's attached entitlements, as the group steps count them."""
+
+    by_stack: dict[str, Tally]
+    limits: tuple[int, ...]
+
+    def stack_tally(self, ctx: CoverageContext, stack_id: str | None) -> Tally:
+        found = self.by_stack.get(stack_id or "")
+        return found.copy() if found is not None else Tally(ctx)
+
+
+def get_sets(items: Sequence[str], max_length: int) -> list[list[str]]:
+    """The reference's subset enumeration (its order decides ties between candidates)."""
+    if not items:
+        return [[]]
+    out: list[list[str]] = []
+    for rest in get_sets(items[1:], max_length):
+        if len(rest) < max_length:
+            out.append([items[0], *rest])
+        out.append(rest)
+    return out
+
+
+def _offer_count(members: Iterable[Member]) -> int:
+    seen: set[Offer] = set()
+    for m in members:
+        seen |= m.offers
+    return len(seen)
+
+
+def _compare(scale: int, a: Member, b: Member) -> int:
+    """Priority descending; the pool ending earlier gets one point more in the comparison."""
+    pa, pb = a.priority, b.priority
+    if a.view.end is not None and b.view.end is not None:
+        if a.view.end > b.view.end:
+            pb += scale
+        elif a.view.end < b.view.end:
+            pa += scale
+    diff = pb - pa
+    return (diff > 0) - (diff < 0)
+
+
+class GroupWork:
+    """One entitlement group while the rules work on it (mutable working state)."""
+
+    __slots__ = (
+        "_average",
+        "_offers",
+        "_quantities",
+        "attached",
+        "ctx",
+        "failures",
+        "initial",
+        "key",
+        "members",
+        "pruned",
+        "removed_as_extra",
+        "removed_by_validation",
+        "scale",
+        "stack_id",
+        "stackable",
+        "status",
+    )
+
+    def __init__(
+        self,
+        ctx: CoverageContext,
+        attached: Attached,
+        stackable: bool,
+        stack_id: str | None,
+        first: Member,
+        scale: int = 1,
+    ) -> None:
+        self.ctx = ctx
+        self.scale = scale
+        self.attached = attached
+        self.stackable = stackable
+        self.stack_id = stack_id
+        self.key = f"stack:{stack_id}" if stackable else f"pool:{first.view.id}"
+        self.members: list[Member] = [first]
+        self.initial: list[str] = []
+        self.removed_by_validation: list[str] = []
+        self.removed_as_extra: list[str] = []
+        self.pruned: list[str] = []
+        self.failures: list[str] = []
+        self.status = "considered"
+        self._average: Fraction | None = None
+        self._offers: frozenset[Offer] | None = None
+        self._quantities: dict[str, int] | None = None
+
+    # ---- shared helpers --------------------------------------------------------------
+
+    def offers(self) -> frozenset[Offer]:
+        """What the group's current pools offer (cached once the steps are done)."""
+        if self._offers is not None:
+            return self._offers
+        out: set[Offer] = set()
+        for m in self.members:
+            out |= m.offers
+        if self.status != "considered":
+            self._offers = frozenset(out)
+        return frozenset(out)
+
+    def _limit(self, members: Iterable[Member]) -> int | None:
+        own = [m.unit.guest_limit for m in members if m.unit.guest_limit is not None]
+        if not own and not self.attached.limits:
+            return None
+        return combine_limits([*self.attached.limits, *own])
+
+    def _tally(self, members: Iterable[Member]) -> Tally:
+        tally = self.attached.stack_tally(self.ctx, self.stack_id)
+        for m in members:
+            tally.add(m.unit, m.available)
+        return tally
+
+    def _stack_failures(self, members: Sequence[Member]) -> list[str]:
+        return self._tally(members).failures(self._limit(members))
+
+    # ---- the steps ---------------------------------------------------------------------
+
+    def validate(self) -> bool:
+        self.initial = [m.view.id for m in self.members]
+        if not self.stackable:
+            m = self.members[0]
+            self.failures = entitlement_failures(
+                self.ctx, m.unit, m.available, self._limit(self.members)
+            )
+            return not self.failures
+        failures = self._stack_failures(self.members)
+        if not failures:
+            return True
+        has = self.ctx.has
+        kept = [m for m in reversed(self.members) if not any(has(m.unit, a) for a in failures)]
+        kept_ids = {m.view.id for m in kept}
+        self.removed_by_validation = [m.view.id for m in self.members if m.view.id not in kept_ids]
+        self.members = kept
+        if not kept:
+            self.failures = failures
+            return False
+        self.failures = self._stack_failures(kept)
+        return not self.failures
+
+    def remove_extra_attributes(self) -> None:
+        if not self.stackable:
+            return
+        has = self.ctx.has
+        members = self.members
+        attributes = self.ctx.carried(m.unit for m in members)
+        if len(attributes) < 2:
+            return  # subsets of size n − 1 of one attribute: only the empty set
+        original = _offer_count(members)
+        order: list[str] = []
+        for subset in get_sets(attributes, len(attributes) - 1):
+            for attribute in subset:
+                if attribute not in order:
+                    order.append(attribute)
+        candidates = [members]
+        for attribute in order:
+            without = [m for m in members if not has(m.unit, attribute)]
+            if not self._stack_failures(without) and _offer_count(without) == original:
+                candidates.append(without)
+        # Score per pool: (virt_only 100 + host-specific 150) summed over the candidate's
+        # pools and divided by their number; compared exactly by cross-multiplying.
+        best, best_total, size = 0, 0, len(members)
+        best_len = 1
+        for i, candidate in enumerate(candidates):
+            total = sum(
+                (100 if m.view.virt_only else 0) + (150 if m.view.host_specific else 0)
+                for m in candidate
+            )
+            n = len(candidate)
+            if total * best_len > best_total * n:
+                best, best_total, best_len, size = i, total, n, n
+            elif total * best_len == best_total * n and size > n:
+                best, size = i, n
+        chosen = {m.view.id for m in candidates[best]}
+        self.removed_as_extra = [m.view.id for m in members if m.view.id not in chosen]
+        self.members = list(candidates[best])
+
+    def prune(self) -> None:
+        if not self.stackable or len(self.members) < 2:
+            return  # the only pool of a group that is needed stays
+        members = sorted(self.members, key=cmp_to_key(partial(_compare, self.scale)))
+        tally = self._tally(members)
+        counts: Counter[Offer] = Counter()
+        for m in members:
+            counts.update(m.offers)
+        needed = offered = len(counts)
+        for i in range(len(members) - 1, -1, -1):
+            m = members.pop(i)
+            tally.add(m.unit, m.available, -1)
+            for offer in m.offers:
+                counts[offer] -= 1
+                if not counts[offer]:
+                    offered -= 1
+            if members and offered == needed and not tally.failures(self._limit(members)):
+                self.pruned.append(m.view.id)
+                continue
+            # Breaks coverage or loses something needed: put it back (at the end).
+            members.append(m)
+            tally.add(m.unit, m.available)
+            for offer in m.offers:
+                if not counts[offer]:
+                    offered += 1
+                counts[offer] += 1
+        self.members = members
+
+    # ---- metrics used to pick the best groups ------------------------------------------
+
+    def average_priority(self) -> Fraction:
+        """The mean pool priority (exact)."""
+        if self._average is None:
+            total = sum(m.priority for m in self.members)
+            self._average = Fraction(total, len(self.members) * self.scale)
+        return self._average
+
+    def priority_sum(self) -> tuple[int, int]:
+        """(sum of scaled priorities, number of pools): the average without dividing."""
+        return sum(m.priority for m in self.members), len(self.members)
+
+    def priority_of(self, member: Member) -> Fraction:
+        return Fraction(member.priority, self.scale)
+
+    def host_specific(self) -> int:
+        """Number of host-specific (requires_host) pools."""
+        return sum(1 for m in self.members if m.view.host_specific)
+
+    def virt_only(self) -> int:
+        """Number of virt_only pools."""
+        return sum(1 for m in self.members if m.view.virt_only)
+
+    def total_quantity(self) -> int:
+        return sum(self.quantities().values())
+
+    def quantities(self) -> dict[str, int]:
+        if self._quantities is None:
+            self._quantities = self._choose_quantities()
+        return self._quantities
+
+    def _choose_quantities(self) -> dict[str, int]:
+        members = self.members
+        limit = self._limit(members)
+        result: dict[str, int] = {}
+        if not self.stackable:
+            m = members[0]
+            covered = not entitlement_failures(self.ctx, m.unit, m.step, limit)
+            if covered and m.step <= m.available:
+                result[m.view.id] = m.step
+            return result
+        current = [m.available for m in members]
+        full = self._tally(members)
+        for i, m in enumerate(members):
+            rest = full.copy()
+            rest.add(m.unit, current[i], -1)
+            rest.add(m.unit, 0)  # the pool still enforces its attributes
+            chosen = self._smallest(m, rest, limit)
+            if chosen is None:
+                # The reference leaves the last quantity it tried on the pool.
+                last = (m.available // m.step) * m.step if m.available >= m.step else m.available
+                new = last
+            else:
+                result[m.view.id] = chosen
+                new = chosen
+            full.add(m.unit, current[i], -1)
+            full.add(m.unit, new)
+            current[i] = new
+        return result
+
+    def _smallest(self, m: Member, rest: Tally, limit: int | None) -> int | None:
+        ctx = self.ctx
+        lower = m.step
+        for attribute in rest.failures(limit):
+            if attribute in ("arch", "guest_limit"):
+                return None  # no quantity changes these
+            k = ctx.additive.index(attribute)
+            value = m.unit.sizes[k]
+            if value is None or value <= 0:
+                return None
+            deficit = ctx.need[k] - rest.totals[k]
+            steps = math.ceil(deficit / value)
+            lower = max(lower, steps * m.unit.socket_multiplier if k == ctx.socket_index else steps)
+        quantity = -(-lower // m.step) * m.step
+        return quantity if quantity <= m.available else None
+
+
+def build_groups(
+    members: Sequence[Member], ctx: CoverageContext, attached: Attached, scale: int = 1
+) -> list[GroupWork]:
+    """One group per stacking_id (at the position of its first pool), one per other pool."""
+    groups: list[GroupWork] = []
+    stacks: dict[str, GroupWork] = {}
+    for m in members:
+        view = m.view
+        if view.stacked:
+            sid = view.stack_id or ""
+            group = stacks.get(sid)
+            if group is None:
+                group = GroupWork(ctx, attached, True, view.stack_id, m, scale)
+                stacks[sid] = group
+                groups.append(group)
+            else:
+                group.members.append(m)
+        else:
+            groups.append(GroupWork(ctx, attached, False, None, m, scale))
+    return groups

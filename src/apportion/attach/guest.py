@@ -1,0 +1,291 @@
+"""guest_host_attach: the host attaches so that its guest gets host-derived pools.
+
+Seed "Accomodating Guests" and footnote [1], with the reference's server-side rules:
+
+* targets: the guest's non-compliant products (red ones: a partial stack on the guest
+  cannot be helped from the host), minus products already provided by a virt_only pool
+  the guest can see;
+* host candidates (footnote [1] steps 1–7): the pools (only the requested ones when
+  given), minus pools the host already has, pools of a stack the host has partially,
+  pools whose relevant products are all provided by such virt_only pools, pools failing
+  the host's pre-entitlement checks, pools without ``virt_limit`` (or ``"0"``), and pools
+  providing no target through their derived products (their normal products when they
+  have no derived product) nor the host's role/addons;
+* step 8: the host's auto-attach over those pools, reading derived products; the host
+  takes the guest's service level when it has none;
+* every attached pool with a virt_limit creates a derived pool for the guest —
+  virt_only, requires_host = the host, quantity virt_limit × entitlement quantity
+  (unlimited for "unlimited"), one per stack, product = the derived product when the
+  pool has one;
+* finally the guest's own auto-attach over the pools it can see plus the derived pools.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from apportion.attach.autoattach import AttachInput, AttachOutcome, run_attach
+from apportion.attach.compliance import CoverageContext, compute_compliance
+from apportion.attach.facts import ConsumerProfile, require_guest
+from apportion.attach.inputs import (
+    check_limits,
+    check_time,
+    read_consumer,
+    read_entitlements,
+    read_pools,
+    reject_if,
+)
+from apportion.attach.pools import PoolView, currently_available, drop_reason, view_pool
+from apportion.attach.priority import PROFILES
+from apportion.attach.values import UNLIMITED, ProblemLog
+from apportion.contracts.attach import GuestHostAttachJob, GuestHostAttachResult, Pool
+
+if TYPE_CHECKING:
+    from apportion.engine import Context
+
+
+def _virt_only_coverage(
+    pools: Sequence[PoolView],
+    guest: ConsumerProfile,
+    host_uuid: str,
+    guest_attached: frozenset[str],
+    at: datetime,
+    targets: Sequence[str],
+) -> list[str]:
+    """Targets provided by a virt_only pool the guest can see (quantity aside, per the seed)."""
+    wanted = set(targets)
+    covered: list[str] = []
+    for view in pools:
+        if not view.virt_only_any:
+            continue
+        drop = drop_reason(
+            view,
+            guest,
+            at=at,
+            host_uuid=host_uuid,
+            attached_pool_ids=guest_attached,
+            available=1,
+            check_quantity=False,
+        )
+        if drop is not None:
+            continue
+        for pid in view.products:
+            if pid in wanted and pid not in covered:
+                covered.append(pid)
+    return covered
+
+
+def _host_candidates(
+    job: GuestHostAttachJob,
+    pools: Sequence[PoolView],
+    host: ConsumerProfile,
+    host_attached: frozenset[str],
+    host_partial: frozenset[str],
+    guest_needs: Sequence[str],
+    virt_covered: Sequence[str],
+    targets: Sequence[str],
+    at: datetime,
+) -> tuple[list[PoolView], list[dict[str, str]]]:
+    requested = set(job.requested_pools) if job.requested_pools else None
+    needs, covered, wanted = set(guest_needs), set(virt_covered), set(targets)
+    role = {host.role.lower()} if host.role else set()
+    addons = {a.lower() for a in host.addons}
+    kept: list[PoolView] = []
+    dropped: list[dict[str, str]] = []
+
+    def drop(view: PoolView, name: str, detail: str) -> None:
+        dropped.append({"pool": view.id, "filter": name, "detail": detail})
+
+    for view in pools:
+        provided = set(view.provided(True))
+        relevant = provided & needs
+        if requested is not None and view.id not in requested:
+            drop(view, "not_requested", "not among requested_pools")
+        elif view.id in host_attached:
+            drop(view, "host_already_attached", "the host already has an entitlement from it")
+        elif view.stacked and (view.stack_id or "") in host_partial:
+            drop(view, "partial_stack", f"the host has a partial stack {view.stack_id!r}")
+        elif relevant and relevant <= covered:
+            drop(view, "virt_only_available", "its products already come from virt_only pools")
+        else:
+            reason = drop_reason(
+                view,
+                host,
+                at=at,
+                host_uuid=None,
+                attached_pool_ids=host_attached,
+                available=currently_available(view, host),
+            )
+            if reason is not None:
+                drop(view, reason.filter, reason.detail)
+            elif view.virt_limit is None:
+                drop(view, "virt_limit", 'no virt_limit (or "0"): creates no guest pool')
+            elif not (provided & wanted) and not (view.roles & role or view.addons & addons):
+                drop(view, "no_guest_product", "provides none of the guest's products")
+            else:
+                kept.append(view)
+    return kept, dropped
+
+
+def _derived_pool(
+    sources: Sequence[tuple[PoolView, int]], host_uuid: str, source_id: str, taken: set[str]
+) -> Pool:
+    first = sources[0][0].model
+    has_derived = first.derived_product_id is not None
+    if any(view.virt_limit == UNLIMITED for view, _ in sources):
+        quantity = -1
+    else:
+        quantity = sum(int(view.virt_limit or 0) * q for view, q in sources)
+    starts = [view.start for view, _ in sources]
+    ends = [view.end for view, _ in sources]
+    pool_id = f"derived:{host_uuid}:{source_id}"
+    candidate, n = pool_id, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{pool_id}#{n}"
+    taken.add(candidate)
+    return Pool.model_validate(
+        {
+            "id": candidate,
+            "product_id": first.derived_product_id if has_derived else first.product_id,
+            "quantity": quantity,
+            "consumed": 0,
+            "start_date": None if None in starts else min(s for s in starts if s is not None),
+            "end_date": None if None in ends else max(e for e in ends if e is not None),
+            "attributes": {
+                "virt_only": "true",
+                "pool_derived": "true",
+                "requires_host": host_uuid,
+                "source": source_id,
+            },
+            "product_attributes": dict(
+                first.derived_product_attributes if has_derived else first.product_attributes
+            ),
+            "provided_products": list(
+                first.derived_provided_products if has_derived else first.provided_products
+            ),
+        }
+    )
+
+
+def _derived_pools(outcome: AttachOutcome, host_uuid: str, taken: set[str]) -> list[Pool]:
+    out: list[Pool] = []
+    for pick in outcome.picks:
+        group = pick.group
+        chosen = group.quantities()
+        sources = [
+            (m.view, chosen[m.view.id])
+            for m in group.members
+            if m.view.id in chosen and m.view.virt_limit is not None
+        ]
+        if not sources:
+            continue
+        if group.stackable:
+            out.append(_derived_pool(sources, host_uuid, f"stack:{group.stack_id}", taken))
+        else:
+            for view, q in sources:
+                out.append(_derived_pool([(view, q)], host_uuid, view.id, taken))
+    return out
+
+
+def solve_guest_host_attach(job: GuestHostAttachJob, ctx: Context) -> GuestHostAttachResult:
+    """What the host attaches for its guest, the derived pools, the guest's attach (§2.2)."""
+    limits = ctx.limits
+    check_limits(
+        limits,
+        consumers=[("guest", job.guest), ("host", job.host)],
+        pools=("pools", job.pools),
+        entitlements=[
+            ("host_entitlements", job.host_entitlements),
+            ("guest_entitlements", job.guest_entitlements),
+        ],
+        products=("requested_pools", job.requested_pools),
+    )
+    log = ProblemLog.new()
+    guest = read_consumer(job.guest, "guest", log)
+    host = read_consumer(job.host, "host", log)
+    pools = read_pools(job.pools, "pools", log)
+    host_ents = read_entitlements(job.host_entitlements, "host_entitlements", log)
+    guest_ents = read_entitlements(job.guest_entitlements, "guest_entitlements", log)
+    known = {p.id for p in job.pools}
+    for i, pid in enumerate(job.requested_pools or []):
+        if pid not in known:
+            log.add(f"requested_pools[{i}]", f"no pool with id {pid!r} in pools")
+    reject_if(log)
+    require_guest(guest, "guest")
+    at = check_time(job.at, ctx.now)
+    profile = PROFILES[job.rules]
+
+    guest_status = compute_compliance(CoverageContext(guest), guest.installed, guest_ents, at)
+    host_status = compute_compliance(CoverageContext(host), host.installed, host_ents, at)
+    guest_attached = frozenset(e.view.id for e in guest_ents if e.active(at))
+    host_attached = frozenset(e.view.id for e in host_ents if e.active(at))
+
+    guest_needs = list(guest_status.non_compliant)
+    virt_covered = _virt_only_coverage(pools, guest, host.uuid, guest_attached, at, guest_needs)
+    targets = [p for p in guest_needs if p not in virt_covered]
+
+    host_for_guest = host if host.service_level else host.with_service_level(guest.service_level)
+    candidates, host_dropped = _host_candidates(
+        job,
+        pools,
+        host_for_guest,
+        host_attached,
+        frozenset(host_status.partial_stacks),
+        guest_needs,
+        virt_covered,
+        targets,
+        at,
+    )
+    host_outcome = run_attach(
+        AttachInput(
+            consumer=host_for_guest,
+            pools=candidates,
+            products=targets,
+            compliance=host_status,
+            entitlements=host_ents,
+            at=at,
+            profile=profile,
+            consider_derived=True,
+        )
+    )
+    derived = _derived_pools(host_outcome, host.uuid, set(known))
+    guest_pools = [*pools, *(view_pool(p, len(pools) + i) for i, p in enumerate(derived))]
+    guest_outcome = run_attach(
+        AttachInput(
+            consumer=guest,
+            pools=guest_pools,
+            products=None,
+            compliance=guest_status,
+            entitlements=guest_ents,
+            at=at,
+            profile=profile,
+            host_uuid=host.uuid,
+        )
+    )
+    explanation: dict[str, Any] = {
+        "summary": (
+            f"host: {host_outcome.explanation['summary']}; "
+            f"{len(derived)} derived pool(s) for the guest; "
+            f"guest: {guest_outcome.explanation['summary']}"
+        ),
+        "guest_products_needed": guest_needs,
+        "provided_by_virt_only_pools": virt_covered,
+        "targets": targets,
+        "host_candidates": [v.id for v in candidates],
+        "host_dropped_pools": host_dropped,
+        "host": host_outcome.explanation,
+        "derived_pools": [
+            {"id": p.id, "source": p.attributes.get("source"), "quantity": p.quantity}
+            for p in derived
+        ],
+        "guest": guest_outcome.explanation,
+    }
+    return GuestHostAttachResult(
+        host_pool_quantities=host_outcome.pool_quantities,
+        derived_pools=derived,
+        guest_pool_quantities=guest_outcome.pool_quantities,
+        explanation=explanation,
+    )

@@ -1,0 +1,156 @@
+"""Reading an attach job: limits first, then every field check, then the read views.
+
+Everything a user controls is bounded by :class:`~apportion.limits.Limits` before any
+work is done; field problems are collected so one rejection lists them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from apportion.attach.compliance import (
+    AttachedEntitlement,
+    ComplianceView,
+    CoverageContext,
+    attached_entitlement,
+    compute_compliance,
+    given_compliance,
+)
+from apportion.attach.facts import ConsumerProfile, consumer_profile
+from apportion.attach.pools import (
+    PoolView,
+    as_utc,
+    check_pool,
+    check_pools,
+    view_pool,
+    view_pools,
+)
+from apportion.attach.values import ProblemLog, key_path
+from apportion.contracts.attach import Compliance, Consumer, Entitlement, Pool
+from apportion.errors import Rejected
+from apportion.limits import Limits
+
+_MAX_REPORTED = 100
+
+
+def reject_if(log: ProblemLog) -> None:
+    if not log:
+        return
+    problems = log.problems[:_MAX_REPORTED]
+    first = problems[0]
+    more = f" (and {len(log.problems) - 1} more)" if len(log.problems) > 1 else ""
+    raise Rejected(f"{first.path}: {first.message}{more}", problems)
+
+
+def _too_many(path: str, count: int, limit: int, what: str) -> Rejected:
+    return Rejected.at(
+        path, f"{count} {what} exceed the limit of {limit} per job", code="limit_exceeded"
+    )
+
+
+def check_limits(
+    limits: Limits,
+    *,
+    consumers: Sequence[tuple[str, Consumer]],
+    pools: tuple[str, Sequence[Pool]],
+    entitlements: Sequence[tuple[str, Sequence[Entitlement]]],
+    products: tuple[str, Sequence[str] | None] | None = None,
+    compliance: tuple[str, Compliance | None] | None = None,
+) -> None:
+    """Refuse a job whose sizes exceed the configured limits (before any work)."""
+    path, pool_list = pools
+    if len(pool_list) > limits.max_pools:
+        raise _too_many(path, len(pool_list), limits.max_pools, "pools")
+    for cpath, consumer in consumers:
+        if len(consumer.installed_products) > limits.max_products:
+            raise _too_many(
+                f"{cpath}.installed_products",
+                len(consumer.installed_products),
+                limits.max_products,
+                "installed products",
+            )
+    if products is not None and products[1] is not None and len(products[1]) > limits.max_products:
+        raise _too_many(products[0], len(products[1]), limits.max_products, "products")
+    for epath, ents in entitlements:
+        if len(ents) > limits.max_entitlements:
+            raise _too_many(epath, len(ents), limits.max_entitlements, "entitlements")
+    for i, pool in enumerate(pool_list):
+        for name in ("provided_products", "derived_provided_products"):
+            listed = getattr(pool, name)
+            if len(listed) > limits.max_products:
+                raise _too_many(f"{path}[{i}].{name}", len(listed), limits.max_products, "products")
+    if compliance is not None:
+        cpath, comp = compliance
+        if comp is not None:
+            tables = (
+                comp.compliant_products,
+                comp.partially_compliant_products,
+                comp.partial_stacks,
+            )
+            count = sum(len(ents) for table in tables for ents in table.values())
+            if count > limits.max_entitlements:
+                raise _too_many(cpath, count, limits.max_entitlements, "entitlements")
+
+
+def read_consumer(consumer: Consumer, path: str, log: ProblemLog) -> ConsumerProfile:
+    return consumer_profile(consumer, path, log)
+
+
+def read_pools(pools: Sequence[Pool], path: str, log: ProblemLog) -> list[PoolView]:
+    """Check and read every pool (guest_host_attach filters all of them for two consumers)."""
+    return view_pools(pools, path, log)
+
+
+def check_pool_list(pools: Sequence[Pool], path: str, log: ProblemLog) -> Sequence[Pool]:
+    """Check every pool; auto_attach reads only those that can matter (see run_attach)."""
+    check_pools(pools, path, log)
+    return pools
+
+
+def read_entitlements(
+    ents: Sequence[Entitlement], path: str, log: ProblemLog
+) -> list[AttachedEntitlement]:
+    for i, ent in enumerate(ents):
+        check_pool(ent.pool, f"{path}[{i}].pool", log)
+    if log:
+        return []
+    return [attached_entitlement(ent, view_pool(ent.pool, -1)) for ent in ents]
+
+
+def _map_entitlements(
+    compliance: Compliance, path: str, log: ProblemLog
+) -> dict[str, list[AttachedEntitlement]]:
+    tables = {
+        "partial_stacks": compliance.partial_stacks,
+        "partially_compliant_products": compliance.partially_compliant_products,
+        "compliant_products": compliance.compliant_products,
+    }
+    out: dict[str, list[AttachedEntitlement]] = {}
+    for name, table in tables.items():
+        for key, ents in table.items():
+            base = key_path(f"{path}.{name}", key)
+            out[f"{name}:{key}"] = read_entitlements(ents, base, log)
+    return out
+
+
+def read_compliance(
+    compliance: Compliance | None,
+    consumer: ConsumerProfile,
+    entitlements: Sequence[AttachedEntitlement],
+    at: datetime,
+    path: str,
+    log: ProblemLog,
+) -> ComplianceView:
+    """The job's compliance maps, or the status computed from its entitlements."""
+    if compliance is None:
+        return compute_compliance(CoverageContext(consumer), consumer.installed, entitlements, at)
+    views = _map_entitlements(compliance, path, log)
+    reject_if(log)
+    return given_compliance(compliance, consumer.installed, views)
+
+
+def check_time(at: datetime | None, now: datetime) -> datetime:
+    moment = as_utc(at if at is not None else now)
+    assert moment is not None
+    return moment

@@ -1,0 +1,214 @@
+"""Pool priority (the seed's "Pool Priority Algorithm"), in three rule profiles.
+
+A pool's score starts from a constant and adds, per syspurpose category
+(products, roles, addons, support_level, usage and, in 5.44, support_type):
+
+* match: weight × |unsatisfied ∩ pool values| / |unsatisfied|;
+* null rule: when the consumer has nothing unsatisfied in the category and the pool
+  does not set it either, null factor × weight;
+* mismatch: when the consumer specifies the category and the pool sets it too,
+  mismatch factor × weight × |specified − pool values| / |specified|;
+
+then +100 for a virt_only pool, +150 for a host-specific one, and for each sizing
+attribute (sockets, cores, ram, vcpu) up to 20 for closeness to the consumer's need
+(20 when either side does not set it; 0 when the pool has too little available).
+
+Profiles: ``seed`` scores all four sizing attributes for every consumer (the seed's
+worked example: 9028.5); ``candlepin-5.42`` scores only those that apply to the
+consumer type (physical: sockets, cores, ram; guest: vcpu, ram — 9008.5 on the same
+example); ``candlepin-5.44`` uses the reference's current weights.
+
+Scores are exact fractions; they are only turned into floats for the explanation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from operator import attrgetter
+
+from apportion.attach.facts import ConsumerProfile
+from apportion.attach.pools import PoolView
+
+CATEGORIES = ("products", "roles", "addons", "support_level", "usage", "support_type")
+_SIZING = ("sockets", "cores", "ram", "vcpu")
+_PHYSICAL_SIZING = ("sockets", "cores", "ram")
+_GUEST_SIZING = ("vcpu", "ram")
+
+
+@dataclass(frozen=True, slots=True)
+class RuleProfile:
+    name: str
+    start: Fraction
+    weights: tuple[tuple[str, Fraction], ...]
+    null_factor: Fraction
+    mismatch_factor: Fraction
+    score_all_sizes: bool
+
+    def sizing_attributes(self, consumer: ConsumerProfile) -> tuple[str, ...]:
+        if self.score_all_sizes:
+            return _SIZING
+        return _GUEST_SIZING if consumer.is_guest else _PHYSICAL_SIZING
+
+
+_F = Fraction
+_SEED_WEIGHTS = (
+    ("products", _F(5600)),
+    ("roles", _F(2800)),
+    ("addons", _F(1400)),
+    ("support_level", _F(700)),
+    ("usage", _F(350)),
+)
+
+PROFILES: Mapping[str, RuleProfile] = {
+    "seed": RuleProfile(
+        "seed", _F(545), _SEED_WEIGHTS, _F(1, 100), _F(-5, 100), score_all_sizes=True
+    ),
+    "candlepin-5.42": RuleProfile(
+        "candlepin-5.42", _F(545), _SEED_WEIGHTS, _F(1, 100), _F(-5, 100), score_all_sizes=False
+    ),
+    "candlepin-5.44": RuleProfile(
+        "candlepin-5.44",
+        _F(1105),
+        (
+            ("products", _F(11200)),
+            ("roles", _F(5600)),
+            ("addons", _F(2800)),
+            ("support_level", _F(1400)),
+            ("usage", _F(700)),
+            ("support_type", _F(350)),
+        ),
+        _F(5, 1000),
+        _F(-25, 1000),
+        score_all_sizes=False,
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Wants:
+    """What the consumer asks for, per category: unsatisfied and specified values.
+
+    Products are compared as given; syspurpose values lower-cased and trimmed.
+    """
+
+    unsatisfied: Mapping[str, frozenset[str]]
+    specified: Mapping[str, frozenset[str]]
+
+
+_READ = {name: attrgetter(name) for name in CATEGORIES if name != "products"}
+
+
+class Scorer:
+    """Pool priorities for one consumer, as exact integers in units of ``1 / scale``.
+
+    Every term of the score is a rational number whose denominator divides the
+    product of the factors' denominators (100 or 1000), 2 (the half point per extra
+    entitlement), the sizes of the consumer's unsatisfied and specified value sets,
+    and the denominators of its facts. Scaling by their least common multiple makes
+    every score an exact integer: as exact as fractions, and sums and comparisons
+    cost what integer arithmetic costs.
+    """
+
+    __slots__ = (
+        "_categories",
+        "_guest",
+        "_needs",
+        "_sizing",
+        "_table",
+        "consumer",
+        "profile",
+        "scale",
+        "start",
+    )
+
+    def __init__(self, consumer: ConsumerProfile, wants: Wants, profile: RuleProfile) -> None:
+        self.consumer = consumer
+        self.profile = profile
+        self._guest = consumer.is_guest
+        denominators = [
+            2,
+            profile.null_factor.denominator,
+            profile.mismatch_factor.denominator,
+            profile.start.denominator,
+        ]
+        for category, _ in profile.weights:
+            denominators += [
+                len(wants.unsatisfied[category]) or 1,
+                len(wants.specified[category]) or 1,
+            ]
+        self._sizing = profile.sizing_attributes(consumer)
+        self._needs = {a: Fraction(consumer.fact(a)) for a in self._sizing}
+        denominators += [need.denominator for need in self._needs.values()]
+        scale = math.lcm(*denominators)
+        self.scale = scale
+        self.start = int(profile.start * scale)
+        # Per category: (name, unsatisfied, specified, match unit, null score, mismatch unit).
+        self._categories: list[tuple[str, frozenset[str], frozenset[str], int, int, int]] = []
+        for category, weight in profile.weights:
+            unsatisfied = wants.unsatisfied[category]
+            specified = wants.specified[category]
+            self._categories.append(
+                (
+                    category,
+                    unsatisfied,
+                    specified,
+                    int(weight * scale / len(unsatisfied)) if unsatisfied else 0,
+                    int(profile.null_factor * weight * scale),
+                    int(profile.mismatch_factor * weight * scale / len(specified))
+                    if specified
+                    else 0,
+                )
+            )
+        # (attribute, pool size) → (entitlements required, scaled points when available).
+        self._table: dict[tuple[str, int], tuple[int, int]] = {}
+
+    def _sizing_entry(self, attribute: str, size: int) -> tuple[int, int]:
+        entry = self._table.get((attribute, size))
+        if entry is None:
+            need = self._needs[attribute]
+            required = math.ceil(need / size)
+            closeness = 10 - (size * required - need) - Fraction(required - 1, 2)
+            entry = (required, int(max(Fraction(0), closeness) * 2 * self.scale))
+            self._table[(attribute, size)] = entry
+        return entry
+
+    def score(self, view: PoolView, sizes: Mapping[str, int] | None = None) -> int:
+        if sizes is None:
+            sizes = view.sizes_for(self._guest)
+        total = self.start
+        for category, unsatisfied, specified, match, null, mismatch in self._categories:
+            values: Collection[str]
+            if category == "products":
+                derived = view.derived_products
+                values = derived if derived is not None else view.products
+            else:
+                values = _READ[category](view)
+            if unsatisfied:
+                total += match * len(unsatisfied.intersection(values))
+            elif not values:
+                total += null
+            if specified and values:
+                total += mismatch * len(specified.difference(values))
+        if view.virt_only:
+            total += 100 * self.scale
+        if view.requires_host is not None:
+            total += 150 * self.scale
+        twenty = 20 * self.scale
+        for attribute in self._sizing:
+            size = sizes.get(attribute)
+            if size is None or size <= 0 or self._needs[attribute] <= 0:
+                total += twenty  # either side does not set it
+                continue
+            required, points = self._sizing_entry(attribute, size)
+            # Instance-based pools: the available count is in instances, not entitlements.
+            multi = (view.instance_multiplier_pool_first or 1) if attribute == "sockets" else 1
+            if view.available >= required * multi:
+                total += points
+        return total
+
+    def value(self, scaled: int | Fraction) -> Fraction:
+        """A scaled score (or average of scores) back as an exact number."""
+        return Fraction(scaled) / self.scale

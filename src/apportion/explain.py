@@ -1,0 +1,201 @@
+"""Pictures and tables of results: ``apportion explain FILE``.
+
+* launch_select — the seed's pie chart: the account probabilities after every policy
+  module (one pie per trace step), and a table of the final priority groups.
+* partition — the disk layout: a bar per disk, one colour per space, ``unallocated``
+  hatched grey; and a table of disks × spaces.
+
+The tables need nothing extra; the pictures use matplotlib, an optional extra
+(``pip install 'apportion[plot]'``), imported only when a picture is asked for. Output
+format follows the file name (``.png`` or ``.svg``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+UNALLOCATED = "unallocated"
+
+
+class PlotUnavailable(RuntimeError):
+    """matplotlib is not installed."""
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only, never a screen
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # pragma: no cover - depends on the extra being absent
+        raise PlotUnavailable("pictures need matplotlib: pip install 'apportion[plot]'") from exc
+    return plt
+
+
+# ---- launch selection -------------------------------------------------------------
+
+
+def selection_table(result: Mapping[str, Any]) -> Table:
+    selection = result.get("selection") or {}
+    table = Table(title="launch selection: probability per account after each module")
+    trace: Sequence[Mapping[str, Any]] = selection.get("trace", [])
+    accounts = sorted({a for step in trace for a in step["probabilities"]})
+    table.add_column("module")
+    for account in accounts:
+        table.add_column(account, justify="right")
+    table.add_column("note")
+    for step in trace:
+        probs = step["probabilities"]
+        table.add_row(
+            step["module"],
+            *[f"{probs[a]:.1%}" if a in probs else "—" for a in accounts],
+            escape(step.get("note") or ""),
+        )
+    for g, group in enumerate(selection.get("groups", [])):
+        probs = group["probabilities"]
+        table.add_row(
+            f"group {g}",
+            *[f"{probs[a]:.1%}" if a in probs else "" for a in accounts],
+            "final; the dice roll in the first non-empty group" if g == 0 else "spillover",
+        )
+    if selection:
+        table.caption = (
+            f"chosen: candidate {selection['chosen']} on {selection['account']} "
+            f"(roll {selection['roll']:.4f})"
+        )
+    return table
+
+
+def selection_chart(result: Mapping[str, Any], out: Path) -> Path:
+    plt = _pyplot()
+    selection = result.get("selection")
+    if not selection:
+        raise ValueError("this result has no selection (a candidates-only job)")
+    trace: Sequence[Mapping[str, Any]] = selection["trace"]
+    accounts = sorted({a for step in trace for a in step["probabilities"]})
+    colours = {a: plt.cm.tab20(i % 20) for i, a in enumerate(accounts)}
+    cols = min(len(trace), 4)
+    rows = math.ceil(len(trace) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.4 * rows), squeeze=False)
+    for ax, step in zip(axes.flat, trace, strict=False):
+        probs = {a: p for a, p in step["probabilities"].items() if p > 0}
+        ax.pie(
+            list(probs.values()),
+            labels=[f"{a}\n{p:.0%}" for a, p in probs.items()],
+            colors=[colours[a] for a in probs],
+            startangle=90,
+            counterclock=False,
+            wedgeprops={"linewidth": 1, "edgecolor": "white"},
+            textprops={"fontsize": 8},
+        )
+        ax.set_title(step["module"], fontsize=10)
+    for ax in list(axes.flat)[len(trace) :]:
+        ax.axis("off")
+    fig.suptitle(
+        f"selection: {selection['account']} (candidate {selection['chosen']}, "
+        f"roll {selection['roll']:.3f})",
+        fontsize=11,
+    )
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+# ---- partition ----------------------------------------------------------------------
+
+
+def partition_table(result: Mapping[str, Any]) -> Table:
+    disks = result["disks"]
+    spaces = [s["space_id"] for s in disks[0]["spaces"]] if disks else []
+    table = Table(title="disks × spaces (MiB)")
+    table.add_column("disk")
+    table.add_column("size", justify="right")
+    for space in spaces:
+        table.add_column(space, justify="right", style="dim" if space == UNALLOCATED else None)
+    for disk in disks:
+        sizes = {s["space_id"]: s["size"] for s in disk["spaces"]}
+        table.add_row(
+            disk["disk_id"], str(disk["size"]), *[str(sizes.get(s, 0) or "·") for s in spaces]
+        )
+    return table
+
+
+def partition_chart(result: Mapping[str, Any], out: Path) -> Path:
+    plt = _pyplot()
+    disks = result["disks"]
+    spaces = [s["space_id"] for s in disks[0]["spaces"]] if disks else []
+    colours = {s: plt.cm.tab20(i % 20) for i, s in enumerate(x for x in spaces if x != UNALLOCATED)}
+    fig, ax = plt.subplots(figsize=(10, 0.6 * len(disks) + 1.6))
+    for row, disk in enumerate(disks):
+        left = 0
+        for space in disk["spaces"]:
+            size = space["size"]
+            if not size:
+                continue
+            share = size / disk["size"] if disk["size"] else 0
+            is_free = space["space_id"] == UNALLOCATED
+            ax.barh(
+                row,
+                share,
+                left=left,
+                color="#dddddd" if is_free else colours[space["space_id"]],
+                hatch="//" if is_free else None,
+                edgecolor="white",
+            )
+            if share > 0.06:
+                ax.text(
+                    left + share / 2,
+                    row,
+                    f"{space['space_id']}\n{size}",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                )
+            left += share
+    ax.set_yticks(range(len(disks)), [f"{d['disk_id']} ({d['size']} MiB)" for d in disks])
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of the disk")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colours.values()]
+    handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="#dddddd", hatch="//"))
+    ax.legend(
+        handles,
+        [*colours, UNALLOCATED],
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.25),
+        ncol=min(6, len(handles)),
+        fontsize=8,
+    )
+    ax.set_title("disk layout")
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+# ---- entry --------------------------------------------------------------------------
+
+
+def explain(envelope: Mapping[str, Any], out: Path | None, console: Console) -> Path | None:
+    """Print the table for ``envelope``; render the picture to ``out`` when given."""
+    kind, status = envelope.get("kind"), envelope.get("status")
+    if status != "ok":
+        error = envelope.get("error") or {}
+        console.print(f"{kind} job {envelope.get('job_id')}: {status} — {error.get('message')}")
+        return None
+    result = envelope["result"]
+    if kind == "launch_select":
+        console.print(selection_table(result))
+        return selection_chart(result, out) if out else None
+    if kind == "partition":
+        console.print(partition_table(result))
+        return partition_chart(result, out) if out else None
+    raise ValueError(f"explain draws launch_select and partition results, not {kind}")

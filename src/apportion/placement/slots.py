@@ -1,0 +1,208 @@
+"""Request groups → slots, each with the providers that may fill it (pure set algebra).
+
+A *slot* is one provider choice a candidate makes:
+
+* a suffixed group is one slot (one provider supplies all its resources, or is
+  merely mapped when the group is resourceless);
+* the unsuffixed group is one slot per resource class (Placement never splits
+  one class across providers, but different classes may come from different
+  providers of the tree or from sharing providers), or a single slot when it
+  has no resources.
+
+A candidate is *anchored* at a tree T: every provider it uses is either in T
+(a *member* use) or a sharing provider that serves T (a *shared* use: it has the
+trait MISC_SHARES_VIA_AGGREGATE and shares an aggregate with some provider of
+T). Filters that Placement applies differently to the two uses are computed as
+two masks per slot:
+
+* unsuffixed ``member_of``: a member passes when it *or its root* is in the
+  aggregate (an aggregate on a root spans the tree); a shared provider must be
+  in it itself;
+* unsuffixed forbidden aggregates: neither the provider nor its own root may be
+  in them;
+* suffixed ``member_of`` and forbidden aggregates: the provider itself;
+* ``in_tree``: the provider must be in the tree of the named provider (so no
+  sharing provider from outside that tree is pulled in); a sharing provider of
+  that tree may still serve other trees, as in the seed's ``in_tree1=<SS1>``
+  example;
+* required traits: per provider for suffixed and resourceless groups,
+  *collectively* over the providers that contribute resources for the unsuffixed
+  group (checked during the search); forbidden traits: per provider, always.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from apportion.placement.model import BoolArray, Forest
+from apportion.placement.query import ParsedRequest, RequestGroup
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    group: int  # index into ParsedRequest.groups
+    suffix: str
+    demands: tuple[tuple[str, int], ...]
+    # providers of T eligible for a member use, by root T, in job order
+    members: Mapping[int, tuple[int, ...]]
+    # sharing providers eligible for a shared use, by the root T they serve
+    shared: Mapping[int, tuple[int, ...]]
+
+    def candidates(self, root: int) -> list[int]:
+        """Providers that may fill this slot in a candidate anchored at ``root``."""
+        return [*self.members.get(root, ()), *self.shared.get(root, ())]
+
+    def anchors(self) -> set[int]:
+        return set(self.members) | set(self.shared)
+
+
+@dataclass(frozen=True, slots=True)
+class SlotPlan:
+    """Everything the search needs that does not depend on the anchor."""
+
+    slots: tuple[Slot, ...]
+    # slots of the unsuffixed group that carry resources (a prefix of ``slots``)
+    unsuffixed: tuple[int, ...]
+    # any-of trait clauses the unsuffixed providers must cover collectively
+    collective: tuple[frozenset[str], ...]
+    # slot indices whose providers must all differ (group_policy=isolate)
+    isolated: tuple[int, ...]
+    # slot indices of each same_subtree
+    subtrees: tuple[tuple[int, ...], ...]
+    # roots that may anchor a candidate, ascending
+    anchors: tuple[int, ...]
+
+
+def _any_of(forest: Forest, names: Iterable[str], member: bool = False) -> BoolArray:
+    """Providers having any of ``names`` (traits, or aggregates when ``member``)."""
+    out = np.zeros(forest.size, dtype=np.bool_)
+    for name in names:
+        out |= forest.in_aggregate(name) if member else forest.with_trait(name)
+    return out
+
+
+def _group_masks(forest: Forest, group: RequestGroup) -> tuple[BoolArray, BoolArray] | None:
+    """(member-use mask, shared-use mask) of the filters other than resources.
+
+    ``None`` when the group can match nothing (an unknown ``in_tree`` provider).
+    """
+    n = forest.size
+    member = np.ones(n, dtype=np.bool_)
+    if group.in_tree is not None:
+        anchor = forest.index.get(group.in_tree)
+        if anchor is None:
+            return None
+        member &= forest.roots_array == forest.roots[anchor]
+    if group.forbidden:
+        member &= ~_any_of(forest, group.forbidden)
+    per_provider_traits = group.suffixed or not group.resources
+    if per_provider_traits:
+        for clause in group.required:
+            member &= _any_of(forest, clause)
+    shared = member.copy()
+    roots = forest.roots_array
+    for clause in group.member_of:
+        inside = _any_of(forest, clause, member=True)
+        shared &= inside
+        member &= inside if group.suffixed else inside | inside[roots]
+    if group.forbidden_aggregates:
+        bad = _any_of(forest, group.forbidden_aggregates, member=True)
+        if group.suffixed:
+            member &= ~bad
+            shared &= ~bad
+        else:
+            bad |= bad[roots]
+            member &= ~bad
+            shared &= ~bad
+    sharing = forest.mask(np.fromiter(forest.sharing, dtype=np.int64, count=len(forest.sharing)))
+    return member, shared & sharing
+
+
+def _fits(forest: Forest, demands: Sequence[tuple[str, int]]) -> BoolArray:
+    out = np.ones(forest.size, dtype=np.bool_)
+    for rc, amount in demands:
+        inv = forest.inventories.get(rc)
+        if inv is None:
+            return np.zeros(forest.size, dtype=np.bool_)
+        out &= forest.mask(inv.fitting(amount))
+    return out
+
+
+def _by_root(forest: Forest, mask: BoolArray) -> dict[int, tuple[int, ...]]:
+    idx = np.flatnonzero(mask)
+    out: dict[int, list[int]] = {}
+    for p, r in zip(idx.tolist(), forest.roots_array[idx].tolist(), strict=True):
+        out.setdefault(r, []).append(p)
+    return {r: tuple(ps) for r, ps in out.items()}
+
+
+def _served(forest: Forest, mask: BoolArray) -> dict[int, tuple[int, ...]]:
+    out: dict[int, list[int]] = {}
+    for s in np.flatnonzero(mask).tolist():
+        for root in forest.serves[s]:
+            out.setdefault(root, []).append(s)
+    return {r: tuple(ss) for r, ss in out.items()}
+
+
+def _slot(
+    forest: Forest,
+    index: int,
+    group: RequestGroup,
+    demands: tuple[tuple[str, int], ...],
+    masks: tuple[BoolArray, BoolArray],
+) -> Slot:
+    fits = _fits(forest, demands)
+    return Slot(
+        group=index,
+        suffix=group.suffix,
+        demands=demands,
+        members=_by_root(forest, masks[0] & fits),
+        shared=_served(forest, masks[1] & fits),
+    )
+
+
+def plan_slots(forest: Forest, request: ParsedRequest) -> SlotPlan | None:
+    """The slots of ``request`` over ``forest``; ``None`` when nothing can match."""
+    unsuffixed = [(i, g) for i, g in enumerate(request.groups) if not g.suffixed]
+    suffixed = [(i, g) for i, g in enumerate(request.groups) if g.suffixed]
+    slots: list[Slot] = []
+    collective: tuple[frozenset[str], ...] = ()
+    for i, group in unsuffixed + suffixed:
+        masks = _group_masks(forest, group)
+        if masks is None:
+            return None
+        if group.suffixed or not group.resources:
+            slots.append(_slot(forest, i, group, group.resources, masks))
+        else:
+            collective = group.required
+            for demand in group.resources:
+                slots.append(_slot(forest, i, group, (demand,), masks))
+        if not (slots[-1].members or slots[-1].shared):
+            return None
+    spread = tuple(k for k, s in enumerate(slots) if not s.suffix and s.demands)
+    slot_of = {s.suffix: k for k, s in enumerate(slots) if s.suffix}
+    isolated: tuple[int, ...] = ()
+    if request.group_policy == "isolate" and len(slot_of) > 1:
+        isolated = tuple(sorted(slot_of.values()))
+    subtrees = tuple(
+        tuple(sorted(slot_of[s] for s in same)) for same in request.same_subtrees if len(same) > 1
+    )
+    anchors = set.intersection(*(s.anchors() for s in slots))
+    if request.root_required or request.root_forbidden:
+        anchors = {
+            r
+            for r in anchors
+            if request.root_required <= forest.traits[r]
+            and not request.root_forbidden & forest.traits[r]
+        }
+    return SlotPlan(
+        slots=tuple(slots),
+        unsuffixed=spread,
+        collective=collective,
+        isolated=isolated,
+        subtrees=subtrees,
+        anchors=tuple(sorted(anchors)),
+    )

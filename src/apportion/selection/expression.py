@@ -1,0 +1,186 @@
+"""The ``expression`` module: an administrator's own factor per account, in yaql.
+
+The seed's "their own selection modules … vary the selection probability
+percentages according to time and date". The expression is evaluated once per
+account with ``$`` bound to that account's document::
+
+    {"id": "vsphere-a", "priority": 10, "weight": 2, "cost_per_hour": 0.0,
+     "cost": 0.04,            # mean cost per hour of its candidates (facts.py)
+     "candidates": 2,         # how many candidates it has
+     "failures": 2,           # failures in the window (the job's / the store's count)
+     "utilisation": 0.25,     # 1 - free share over the requested classes (utilisation.py)
+     "free_share": 0.75,
+     "probability": 0.44,     # within its group, after the modules before this one
+     "group": 0,              # its current priority group, 0 = most preferred
+     "now": {"iso": "2026-11-21T22:00:00+00:00", "year": 2026, "month": 11, "day": 21,
+             "hour": 22, "minute": 0, "weekday": 6, "timestamp": 1795298400.0}}
+
+``now`` is the job's clock in UTC (weekday ISO: Monday 1 … Sunday 7). The result
+must be a finite number ≥ 0 (a boolean counts as 1 or 0); the account's probability
+is multiplied by it and its group renormalised. Example, prefer the free private
+cloud at night::
+
+    switch($.cost_per_hour = 0 and ($.now.hour >= 20 or $.now.hour < 6) => 3, true => 1)
+
+All accounts are evaluated in one bounded batch (apportion.yaql_eval: one forked,
+time- and memory-limited child): the expression is wrapped as ``$.select((EXPR))``
+over the list of account documents, which rebinds ``$`` to each account in turn
+and costs one parse and one fork per module rather than one per account. yaql is
+slow per operation (~0.1-0.3 ms per attribute access), so the batch's wall-time
+limit is ``yaql_timeout_seconds + yaql_seconds_per_account * accounts``, and the
+account list counts against ``yaql_max_iterations`` like any collection.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from apportion.contracts.policy import ExpressionModule
+from apportion.errors import Problem, Rejected
+from apportion.limits import Limits
+from apportion.selection.distribution import Distribution
+from apportion.selection.facts import Facts
+from apportion.selection.modules import Step, make_step
+from apportion.yaql_eval import SYNTAX, evaluate_batch
+
+_PREFIX = "$.select(("
+_SUFFIX = "))"
+_POSITION = re.compile(r"at position (\d+)")
+
+
+def check(module: ExpressionModule, path: str, limits: Limits) -> list[Problem]:
+    """Problems visible without evaluating (the length limit)."""
+    size = len(module.expression)
+    if size > limits.yaql_max_expression_length:
+        return [
+            Problem(
+                f"{path}.expression",
+                f"yaql expression of {size} characters exceeds the limit of "
+                f"{limits.yaql_max_expression_length}",
+            )
+        ]
+    return []
+
+
+def now_document(now: datetime) -> dict[str, Any]:
+    utc = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+    return {
+        "iso": utc.isoformat(),
+        "year": utc.year,
+        "month": utc.month,
+        "day": utc.day,
+        "hour": utc.hour,
+        "minute": utc.minute,
+        "weekday": utc.isoweekday(),
+        "timestamp": utc.timestamp(),
+    }
+
+
+def account_documents(dist: Distribution, facts: Facts) -> list[dict[str, Any]]:
+    """One document per account in ``dist.accounts`` order (see module doc)."""
+    now = now_document(facts.now)
+    free = facts.free_share.tolist() if facts.free_share is not None else None
+    columns = zip(
+        dist.accounts,
+        facts.priority.tolist(),
+        facts.weight.tolist(),
+        facts.cost_per_hour.tolist(),
+        facts.cost.tolist(),
+        facts.candidates.tolist(),
+        facts.failures.tolist(),
+        dist.probs.tolist(),
+        dist.group.tolist(),
+        strict=True,
+    )
+    docs = []
+    for i, (account, prio, weight, base_cost, cost, count, failures, p, group) in enumerate(
+        columns
+    ):
+        share = free[i] if free is not None else 1.0
+        docs.append(
+            {
+                "id": account,
+                "priority": prio,
+                "weight": weight,
+                "cost_per_hour": base_cost,
+                "cost": cost,
+                "candidates": int(count),
+                "failures": int(failures),
+                "utilisation": 1.0 - share,
+                "free_share": share,
+                "probability": p,
+                "group": group,
+                "now": now,
+            }
+        )
+    return docs
+
+
+def apply(module: ExpressionModule, dist: Distribution, facts: Facts, path: str) -> Step:
+    name = f"{path}.expression"
+    text = f"{_PREFIX}{module.expression}{_SUFFIX}"
+    base = facts.limits
+    limits = base.model_copy(
+        update={
+            # The wrapper's few characters must not count against the administrator's limit.
+            "yaql_max_expression_length": base.yaql_max_expression_length
+            + len(_PREFIX)
+            + len(_SUFFIX),
+            # One batch evaluates every account; yaql is slow per access (see limits.py).
+            "yaql_timeout_seconds": base.yaql_timeout_seconds
+            + base.yaql_seconds_per_account * len(dist.accounts),
+        }
+    )
+    result = evaluate_batch({name: text}, account_documents(dist, facts), limits)
+    if not result.ok:
+        failure = result.failures[0]
+        message = failure.message
+        if failure.code == SYNTAX:
+            message = _unwrap(message, text, module.expression)
+        raise Rejected(f"{name}: {message}", [Problem(name, message)], code="bad_expression")
+    values = result.values[name]
+    if not isinstance(values, list) or len(values) != len(dist.accounts):
+        raise Rejected.at(
+            name, "the expression must give one factor per account", code="bad_expression"
+        )
+    factors = np.empty(len(values))
+    for i, (account, value) in enumerate(zip(dist.accounts, values, strict=True)):
+        factor = _factor(value)
+        if factor is None:
+            raise Rejected.at(
+                name,
+                f"returned {_show(value)} for account {account!r}; a factor must be a "
+                "number >= 0 (or a boolean)",
+                code="bad_expression",
+            )
+        factors[i] = factor
+    label = f"{module.name}: " if module.name else ""
+    changed = int(np.count_nonzero(factors != 1.0))
+    note = f"{label}times yaql factor ({changed} of {len(factors)} accounts not 1)"
+    return make_step(dist.multiplied(factors), note)
+
+
+def _factor(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if isinstance(value, int | float):
+        number = float(value) if not isinstance(value, int) or abs(value) < 2**1000 else math.inf
+        if math.isfinite(number) and number >= 0:
+            return number
+    return None
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _unwrap(message: str, wrapped: str, original: str) -> str:
+    """Point a syntax error at the administrator's text rather than the wrapper."""
+    message = message.replace(f"'{wrapped}'", f"'{original}'")
+    return _POSITION.sub(lambda m: f"at position {max(0, int(m.group(1)) - len(_PREFIX))}", message)

@@ -1,0 +1,298 @@
+"""Apply a policy stack to the allocation candidates and roll the dice.
+
+Pure: failure counts, the clock and the seed are inputs. The flow, after the
+provider-selection seed:
+
+1. check the policy (base module first, limits, expressions) — ``Rejected`` with
+   the JSON path of every problem;
+2. drop excluded accounts (``exclude_accounts``, a retry after a failed launch) and
+   disabled ones; ``Infeasible`` if none is left;
+3. run the modules in order, recording the probabilities after each (the trace);
+4. roll within the most preferred group (dice.py) and annotate every candidate with
+   its account, priority group (0 = most preferred), probability and cost.
+
+Candidates of excluded or disabled accounts stay in the list (Placement returned
+them) with ``priority_group`` null and probability 0: they cannot be chosen.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+from pydantic import TypeAdapter, ValidationError
+
+from apportion.contracts.launch import (
+    Account,
+    AllocationRequest,
+    PriorityGroup,
+    Provider,
+    Selection,
+    TraceStep,
+)
+from apportion.contracts.policy import (
+    BASE_MODULES,
+    CostModule,
+    EqualModule,
+    ExpressionModule,
+    FailurePenaltyModule,
+    LeastUsedModule,
+    PolicyModule,
+    PriorityModule,
+    WeightsModule,
+    user_loc,
+)
+from apportion.errors import Infeasible, Problem, Rejected, json_path
+from apportion.limits import Limits
+from apportion.selection import dice, expression, modules
+from apportion.selection.annotate import annotate
+from apportion.selection.distribution import Distribution, names
+from apportion.selection.facts import DEFAULT_ACCOUNT, Facts, account_costs, candidate_costs
+from apportion.selection.utilisation import free_shares
+
+_POLICY_ADAPTER: TypeAdapter[list[PolicyModule]] = TypeAdapter(list[PolicyModule])
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyOutcome:
+    """The annotated candidates (same order as given) and the selection."""
+
+    requests: tuple[AllocationRequest, ...]
+    selection: Selection
+
+
+def parse_policy(raw: Sequence[Mapping[str, Any]], path: str = "policy") -> list[PolicyModule]:
+    """Validate a policy given as plain data (e.g. config/default_policy.yaml)."""
+    try:
+        return _POLICY_ADAPTER.validate_python(list(raw))
+    except ValidationError as exc:
+        problems = policy_problems(exc, path)
+        raise Rejected(f"{problems[0].path}: {problems[0].message}", problems) from None
+
+
+def policy_problems(exc: ValidationError, path: str = "policy") -> list[Problem]:
+    """Problems of a policy's ValidationError with the paths a user expects."""
+    return [
+        Problem(json_path([path, *user_loc(err["loc"], err["type"])]), err["msg"])
+        for err in exc.errors(include_url=False, include_input=False)
+    ]
+
+
+def failure_window_hours(policy: Sequence[PolicyModule]) -> float | None:
+    """How far back the failure-history store must count (None: no failure_penalty).
+
+    A job has one failure count per account, so with several ``failure_penalty``
+    modules the widest window is read.
+    """
+    windows = [m.window_hours for m in policy if isinstance(m, FailurePenaltyModule)]
+    return max(windows) if windows else None
+
+
+def check_policy(policy: Sequence[PolicyModule], limits: Limits) -> None:
+    """Raise :class:`Rejected` listing every problem of the stack itself."""
+    problems: list[Problem] = []
+    if not policy:
+        raise Rejected.at(
+            "policy",
+            "an empty policy has no base distribution: start with `equal` or "
+            "`least_used` (or send null for candidates only)",
+        )
+    if len(policy) > limits.max_policy_modules:
+        raise Rejected.at(
+            "policy",
+            f"{len(policy)} modules exceed the limit of {limits.max_policy_modules}",
+            code="too_large",
+        )
+    if policy[0].module not in BASE_MODULES:
+        problems.append(
+            Problem(
+                "policy[0].module",
+                f"a policy starts with a base distribution, `equal` or `least_used`, "
+                f"not `{policy[0].module}`",
+            )
+        )
+    for i, module in enumerate(policy[1:], start=1):
+        if module.module in BASE_MODULES:
+            problems.append(
+                Problem(
+                    f"policy[{i}].module",
+                    f"`{module.module}` is a base distribution and may only come first",
+                )
+            )
+    for i, module in enumerate(policy):
+        if isinstance(module, ExpressionModule):
+            problems.extend(expression.check(module, f"policy[{i}]", limits))
+    if problems:
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise Rejected(f"{first.path}: {first.message}{more}", problems)
+
+
+def _check_inputs(
+    accounts: Mapping[str, Account],
+    failures: Mapping[str, int],
+    exclude_accounts: Collection[str],
+    limits: Limits,
+) -> None:
+    for path, size in (
+        ("accounts", len(accounts)),
+        ("failures", len(failures)),
+        ("exclude_accounts", len(exclude_accounts)),
+    ):
+        if size > limits.max_accounts:
+            raise Rejected.at(
+                path, f"{size} entries exceed the limit of {limits.max_accounts}", code="too_large"
+            )
+    bad = [
+        Problem(f"failures.{a}", "a failure count must be ≥ 0")
+        for a, n in failures.items()
+        if n < 0
+    ]
+    if bad:
+        raise Rejected(f"{bad[0].path}: {bad[0].message}", bad)
+
+
+def apply_policy(
+    requests: Sequence[AllocationRequest],
+    providers: Mapping[str, Provider],
+    accounts: Mapping[str, Account],
+    policy: Sequence[PolicyModule],
+    *,
+    failures: Mapping[str, int],
+    exclude_accounts: Collection[str],
+    seed: int | None,
+    now: datetime,
+    limits: Limits,
+) -> PolicyOutcome:
+    """Turn candidates into priority groups and probabilities, and roll the dice.
+
+    Every request must carry ``account`` (the candidates engine sets it: the account
+    of the candidate's tree root). Accounts missing from ``accounts`` get the
+    defaults (priority 0, weight 1, cost 0, enabled).
+    """
+    check_policy(policy, limits)
+    _check_inputs(accounts, failures, exclude_accounts, limits)
+    if not requests:
+        raise Infeasible("there is no allocation candidate to choose from")
+
+    maybe_accounts = [request.account for request in requests]
+    if None in maybe_accounts:
+        # A caller bug, not a user's: the candidates engine always sets it.
+        raise ValueError(f"allocation request {maybe_accounts.index(None)} carries no account")
+    accounts_of = cast(list[str], maybe_accounts)
+    present = Counter(accounts_of)
+    if len(present) > limits.max_accounts:
+        raise Rejected.at(
+            "providers",
+            f"the candidates span {len(present)} accounts, over the limit of {limits.max_accounts}",
+            code="too_large",
+        )
+    settings = {a: accounts.get(a, DEFAULT_ACCOUNT) for a in present}
+    excluded_set = set(exclude_accounts)
+    excluded = sorted(a for a in present if a in excluded_set)
+    disabled = sorted(a for a in present if a not in excluded_set and not settings[a].enabled)
+    eligible = tuple(sorted(a for a in present if a not in excluded_set and settings[a].enabled))
+    if not eligible:
+        raise Infeasible(
+            "every account with an allocation candidate is excluded or disabled"
+            + (f" (excluded: {names(excluded)})" if excluded else "")
+            + (f" (disabled: {names(disabled)})" if disabled else "")
+            + "; enable an account or retry without excluding it"
+        )
+
+    costs = candidate_costs(requests, providers, settings)
+    kinds = {m.module for m in policy}
+    facts = Facts.build(
+        eligible,
+        settings,
+        failures,
+        account_costs(accounts_of, costs) if kinds & {"cost", "expression"} else {},
+        present,
+        free_shares(providers, eligible, _resource_classes(requests))
+        if kinds & {"least_used", "expression"}
+        else None,
+        now,
+        limits,
+    )
+
+    dist, trace = _run_stack(policy, facts, removed_note=_removed_note(excluded, disabled))
+    groups = dist.group_probabilities()
+    rng = dice.new_rng(seed)
+    winner, roll = dice.roll_account(rng, groups[0])
+    chosen = dice.pick_candidate(rng, [i for i, a in enumerate(accounts_of) if a == winner])
+
+    per_account: dict[str, tuple[int | None, float]] = dict.fromkeys(present, (None, 0.0))
+    for g, members in enumerate(groups):
+        for account, p in members.items():
+            per_account[account] = (g, p / present[account])
+    selection = Selection(
+        chosen=chosen,
+        account=winner,
+        roll=roll,
+        groups=[PriorityGroup(priority=g, probabilities=m) for g, m in enumerate(groups)],
+        trace=trace,
+    )
+    return PolicyOutcome(annotate(requests, per_account, costs), selection)
+
+
+def _run_stack(
+    policy: Sequence[PolicyModule], facts: Facts, *, removed_note: str | None
+) -> tuple[Distribution, list[TraceStep]]:
+    trace: list[TraceStep] = []
+    base = policy[0]
+    weights_later = any(isinstance(m, WeightsModule) for m in policy[1:])
+    assert isinstance(base, EqualModule | LeastUsedModule)  # check_policy guarantees it
+    weighted = base.weighted if base.weighted is not None else not weights_later
+    if isinstance(base, EqualModule):
+        step = modules.equal(base, facts, weighted=weighted)
+    else:
+        step = modules.least_used(base, facts, weighted=weighted)
+    note = f"{step.note}; {removed_note}" if removed_note else step.note
+    trace.append(
+        TraceStep(module=base.module, probabilities=step.dist.ordered_probabilities(), note=note)
+    )
+    dist = step.dist
+    for i, module in enumerate(policy[1:], start=1):
+        step = _apply(module, dist, facts, f"policy[{i}]")
+        dist = step.dist
+        trace.append(
+            TraceStep(
+                module=module.module, probabilities=dist.ordered_probabilities(), note=step.note
+            )
+        )
+    return dist, trace
+
+
+def _apply(module: PolicyModule, dist: Distribution, facts: Facts, path: str) -> modules.Step:
+    if isinstance(module, WeightsModule):
+        return modules.weights(module, dist, facts)
+    if isinstance(module, PriorityModule):
+        return modules.priority(module, dist, facts)
+    if isinstance(module, FailurePenaltyModule):
+        return modules.failure_penalty(module, dist, facts)
+    if isinstance(module, CostModule):
+        return modules.cost(module, dist, facts)
+    if isinstance(module, ExpressionModule):
+        return expression.apply(module, dist, facts, path)
+    raise AssertionError(f"base module {module.module} after the first (check_policy)")
+
+
+def _removed_note(excluded: Sequence[str], disabled: Sequence[str]) -> str | None:
+    parts = []
+    if excluded:
+        parts.append(f"excluded: {names(excluded)}")
+    if disabled:
+        parts.append(f"disabled: {names(disabled)}")
+    return "; ".join(parts) or None
+
+
+def _resource_classes(requests: Sequence[AllocationRequest]) -> list[str]:
+    """The resource classes the candidates allocate (sorted: a stable order)."""
+    seen: set[str] = set()
+    for request in requests:
+        for alloc in request.allocations.values():
+            seen.update(alloc.resources)
+    return sorted(seen)

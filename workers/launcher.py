@@ -1,0 +1,126 @@
+"""The launcher hook: try the chosen candidate, and on failure feed the history and retry.
+
+``launcher = none`` (the default) answers with the selection only. With a launcher the
+launch_select task attempts the launch on the chosen candidate; a failure is recorded
+as a launch-failure event (launch-failures stream + history store, once per event id)
+and selection runs again without that account, up to ``launch_attempts`` times. Every
+attempt is reported in the result.
+
+Event ids are derived from the job id and the attempt number, and the simulated
+launcher's dice from the same, so a redelivered job replays the same attempts and
+records nothing twice.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from apportion.contracts import Envelope, ErrorDetail
+from apportion.contracts.events import LaunchOutcomeJob
+from config.settings import Settings
+from workers.failure_store import FailureHistory
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchOutcome:
+    ok: bool
+    reason: str | None = None
+
+
+class Launcher(Protocol):
+    def launch(
+        self, job_id: str, attempt: int, account: str, request: Mapping[str, Any]
+    ) -> LaunchOutcome: ...
+
+
+@dataclass(frozen=True)
+class SimulatedLauncher:
+    """Each account fails with its configured rate; deterministic per (job, attempt)."""
+
+    failure_rates: Mapping[str, float] = field(default_factory=dict)
+
+    def launch(
+        self, job_id: str, attempt: int, account: str, request: Mapping[str, Any]
+    ) -> LaunchOutcome:
+        rate = self.failure_rates.get(account, 0.0)
+        if random.Random(f"{job_id}/{attempt}/{account}").random() < rate:
+            return LaunchOutcome(False, f"simulated launch failure ({rate:.0%} rate)")
+        return LaunchOutcome(True)
+
+
+def make_launcher(settings: Settings) -> Launcher | None:
+    if settings.launcher == "simulated":
+        return SimulatedLauncher(dict(settings.simulated_failure_rates))
+    return None
+
+
+def launch_with_retries(
+    envelope: Envelope,
+    job: Mapping[str, Any],
+    *,
+    launcher: Launcher,
+    history: FailureHistory,
+    attempts: int,
+    now: Callable[[], datetime],
+    reselect: Callable[[Mapping[str, Any]], Envelope],
+) -> Envelope:
+    """Launch on the selection; on failure record it, exclude the account, reselect."""
+    job_id = envelope.job_id or "job"
+    tried: list[dict[str, Any]] = []
+    excluded = list(job.get("exclude_accounts") or [])
+    current = envelope
+    for attempt in range(1, attempts + 1):
+        result = current.result
+        if current.status != "ok" or result is None or result.get("selection") is None:
+            break
+        selection = result["selection"]
+        account = selection["account"]
+        request = result["allocation_requests"][selection["chosen"]]
+        outcome = launcher.launch(job_id, attempt, account, request)
+        history.record(
+            LaunchOutcomeJob(
+                event_id=f"{job_id}/launch-{attempt}",
+                account=account,
+                outcome="succeeded" if outcome.ok else "failed",
+                at=now(),
+                job_id=job_id,
+                reason=outcome.reason,
+            ),
+            now(),
+        )
+        tried.append(
+            {
+                "attempt": attempt,
+                "account": account,
+                "chosen": selection["chosen"],
+                "roll": selection["roll"],
+                "ok": outcome.ok,
+                "reason": outcome.reason,
+            }
+        )
+        if outcome.ok or attempt == attempts:
+            break
+        excluded.append(account)
+        current = reselect({**job, "exclude_accounts": excluded})
+    launched = bool(tried) and tried[-1]["ok"]
+    if current.status == "ok" and current.result is not None:
+        return current.model_copy(
+            update={"result": {**current.result, "attempts": tried, "launched": launched}}
+        )
+    if current.error is None:
+        return current
+    # Every remaining account was excluded after failures: say which attempts failed.
+    details = [
+        *current.error.details,
+        *(
+            ErrorDetail(path=f"attempts[{i}]", message=f"{t['account']}: {t['reason']}")
+            for i, t in enumerate(tried)
+        ),
+    ]
+    return current.model_copy(
+        update={"error": current.error.model_copy(update={"details": details})}
+    )
