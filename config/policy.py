@@ -10,6 +10,9 @@ from typing import Any
 import yaml
 
 from apportion.engine import Context
+from apportion.errors import Rejected
+from apportion.limits import DEFAULT_LIMITS
+from apportion.selection.policy import check_policy, parse_policy
 from config.settings import Settings
 
 DEFAULT_POLICY_FILE = Path(__file__).with_name("default_policy.yaml")
@@ -25,6 +28,11 @@ def load_default_policy(path: str | None = None) -> tuple[dict[str, Any], ...] |
     modules = data.get("policy") if isinstance(data, dict) else data
     if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
         raise ValueError(f"{file}: expected a list of policy modules")
+    # A broken default policy must stop the worker at boot, not reject every job later.
+    try:
+        check_policy(parse_policy(modules, path=str(file)), DEFAULT_LIMITS)
+    except Rejected as exc:
+        raise ValueError(f"invalid default policy: {exc.message}") from exc
     return tuple(modules)
 
 

@@ -1,9 +1,10 @@
 """``apportion demo``: the real task code on a real (in-process) Celery worker, no Redis.
 
 The worker consumes from Celery's in-memory transport and results go to the
-in-memory result backend; result events go to a :class:`MemoryPublisher` that keeps
-the same once-per-job rule as the Redis publisher. Everything else — task
-registration, validation, engines, envelopes — is what production runs.
+in-memory result backend; result events go to a :class:`MemoryPublisher` and launch
+failures to a :class:`MemoryFailureStore`, both keeping the same once-per-id rules as
+their Redis twins. Everything else — task registration, validation, engines, the
+launcher hook, envelopes — is what production runs.
 """
 
 from __future__ import annotations
@@ -13,32 +14,58 @@ import logging
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from apportion.engine import available_kinds
+from apportion.explain import partition_table, selection_table
 from config.settings import get_settings
-from workers.demo_jobs import DEMO_JOBS
+from workers.demo_jobs import (
+    DEMO_JOBS,
+    DYNAMICS_PENALTY,
+    FLAKY_ACCOUNT,
+    FLAKY_RATE,
+    dynamics_job,
+)
 from workers.failure_store import MemoryFailureStore
 from workers.keys import Keys
+from workers.launcher import SimulatedLauncher
 from workers.publisher import MemoryPublisher
 from workers.runtime import Runtime, set_runtime
 
+DYNAMICS_LAUNCHES = 15
 
-def _partition_table(result: dict[str, Any]) -> Table:
-    disks = result["disks"]
-    spaces = [s["space_id"] for s in disks[0]["spaces"]] if disks else []
-    table = Table(title="disks × spaces (MiB)", show_lines=False)
-    table.add_column("disk")
-    table.add_column("size", justify="right")
-    for space in spaces:
-        style = "dim" if space == "unallocated" else None
-        table.add_column(space, justify="right", style=style)
-    for disk in disks:
-        sizes = {s["space_id"]: s["size"] for s in disk["spaces"]}
-        table.add_row(
-            disk["disk_id"], str(disk["size"]), *[str(sizes.get(s, 0) or "·") for s in spaces]
+
+def _render_attach(console: Console, result: dict[str, Any]) -> None:
+    console.print(f"  attach {result['pool_quantities']}")
+    console.print(
+        f"  covered {result['covered_products']}, uncovered {result['uncovered_products']}"
+    )
+    for pick in result["explanation"].get("picks", []):
+        console.print(f"  pick {pick['order']}: {pick['group']} — {pick['decided_by']}")
+
+
+def _render_guest(console: Console, result: dict[str, Any]) -> None:
+    console.print(f"  host attaches {result['host_pool_quantities']}")
+    for pool in result["derived_pools"]:
+        quantity = "unlimited" if pool["quantity"] == -1 else pool["quantity"]
+        console.print(
+            f"  derived pool for the guest: {pool['id']} ({quantity}, provides "
+            f"{pool['provided_products']})"
         )
-    return table
+    console.print(f"  guest attaches {result['guest_pool_quantities']}")
+
+
+def _render_launch(console: Console, result: dict[str, Any]) -> None:
+    if result.get("selection") is None:
+        for i, request in enumerate(result["allocation_requests"]):
+            alloc = ", ".join(f"{rp}: {a['resources']}" for rp, a in request["allocations"].items())
+            console.print(f"  candidate {i}: {escape(alloc)}")
+        return
+    console.print(selection_table(result))
+    for attempt in result.get("attempts", []):
+        verdict = "launched" if attempt["ok"] else f"failed ({attempt['reason']})"
+        console.print(f"  attempt {attempt['attempt']} on {attempt['account']}: {verdict}")
 
 
 def _render(console: Console, kind: str, title: str, envelope: dict[str, Any]) -> None:
@@ -51,18 +78,65 @@ def _render(console: Console, kind: str, title: str, envelope: dict[str, Any]) -
     )
     if status != "ok":
         error = envelope["error"]
-        console.print(f"  {error['code']}: {error['message']}")
+        console.print(f"  {error['code']}: {escape(error['message'])}")
         for detail in error.get("details", [])[:6]:
-            console.print(f"    • {detail['path']}: {detail['message']}")
+            console.print(f"    • {detail['path']}: {escape(detail['message'])}")
         return
     result = envelope["result"]
     if kind == "partition":
-        console.print(_partition_table(result))
+        console.print(partition_table(result))
         for vg in result.get("volume_groups", []):
             pvs = ", ".join(f"{pv['disk_id']} {pv['size']}" for pv in vg["physical_volumes"])
             console.print(f"  vg {vg['id']}: physical volumes {pvs or '—'}")
-    else:
-        console.print_json(json.dumps(result)[:4000])
+    elif kind == "auto_attach":
+        _render_attach(console, result)
+    elif kind == "guest_host_attach":
+        _render_guest(console, result)
+    elif kind == "launch_select":
+        _render_launch(console, result)
+    elif kind == "launch_outcome":
+        console.print(f"  {result['account']} {result['outcome']}: recorded={result['recorded']}")
+
+
+def _dynamics(app: Any, console: Console | None) -> list[dict[str, Any]]:
+    """Successive launches while one account keeps failing: its probability shrinks."""
+    rows = []
+    for n in range(1, DYNAMICS_LAUNCHES + 1):
+        envelope = app.send_task("apportion.launch_select", args=[dynamics_job(n)]).get(
+            timeout=120, interval=0.01
+        )
+        result = envelope["result"]
+        first_try = result["attempts"][0]["probabilities"]
+        rows.append(
+            {
+                "launch": n,
+                "p_flaky": first_try.get(FLAKY_ACCOUNT, 0.0),
+                "failures_seen": (result["attempts"][0]["failures"] or {}).get(FLAKY_ACCOUNT, 0),
+                "attempts": result.get("attempts", []),
+            }
+        )
+    if console is not None:
+        console.rule(
+            f"failure-penalty dynamics: {FLAKY_ACCOUNT} fails {FLAKY_RATE:.0%} of its launches, "
+            f"each failure fines it {DYNAMICS_PENALTY} points"
+        )
+        table = Table()
+        for column in (
+            "launch",
+            f"{FLAKY_ACCOUNT} failures in 6 h",
+            f"P({FLAKY_ACCOUNT}) at the roll",
+            "attempts",
+        ):
+            table.add_column(column)
+        for row in rows:
+            attempts = " → ".join(
+                f"{a['account']} {'✓' if a['ok'] else '✗'}" for a in row["attempts"]
+            )
+            table.add_row(
+                str(row["launch"]), str(row["failures_seen"]), f"{row['p_flaky']:.1%}", attempts
+            )
+        console.print(table)
+    return rows
 
 
 def run_demo(as_json: bool = False) -> int:
@@ -75,47 +149,64 @@ def run_demo(as_json: bool = False) -> int:
     logging.getLogger("kombu").setLevel(logging.ERROR)
     settings = get_settings()
     publisher = MemoryPublisher()
+    history = MemoryFailureStore()
     set_runtime(
         Runtime(
             settings=settings,
             publisher=publisher,
-            failures=MemoryFailureStore(),
+            failures=history,
             keys=Keys(settings.stream_prefix),
+            launcher=SimulatedLauncher({FLAKY_ACCOUNT: FLAKY_RATE}),
         )
     )
     app = create_app(settings, broker="memory://", backend="cache+memory://")
+    # The in-memory transport polls its queues; the default 1 s makes a demo crawl.
+    app.conf.broker_transport_options = {"polling_interval": 0.005}
     console = Console()
     kinds = set(available_kinds())
     jobs = [(k, t, j) for (k, t, j) in DEMO_JOBS if k in kinds]
     outputs: list[dict[str, Any]] = []
+    dynamics: list[dict[str, Any]] = []
     try:
         with start_worker(
             app, pool="solo", perform_ping_check=False, loglevel="WARNING", shutdown_timeout=10
         ):
             if not as_json:
                 console.print(
-                    f"[bold]apportion demo[/]: an in-process Celery worker on the "
-                    f"in-memory broker runs {len(jobs)} jobs through the real tasks."
+                    f"[bold]apportion demo[/]: an in-process Celery worker on the in-memory "
+                    f"broker runs {len(jobs)} jobs of {len(kinds)} kinds through the real tasks."
                 )
             pending = [(k, t, app.send_task(f"apportion.{k}", args=[j])) for (k, t, j) in jobs]
             for kind, title, async_result in pending:
-                envelope: dict[str, Any] = async_result.get(timeout=120)
+                envelope: dict[str, Any] = async_result.get(timeout=120, interval=0.01)
                 outputs.append(envelope)
                 if not as_json:
                     _render(console, kind, title, envelope)
-            # A redelivered job (same job_id) must not publish a second event.
-            kind, _, job = jobs[0]
-            app.send_task(f"apportion.{kind}", args=[job]).get(timeout=120)
+            # Redelivered work (same job_id / event_id) must not publish a second event.
+            for kind, _, job in (jobs[0], *[j for j in jobs if j[0] == "launch_outcome"]):
+                again = app.send_task(f"apportion.{kind}", args=[job]).get(
+                    timeout=120, interval=0.01
+                )
+                outputs.append(again)
+                if not as_json and kind == "launch_outcome":
+                    console.print(f"  sent again: recorded={again['result']['recorded']}")
+            if "launch_select" in kinds:
+                dynamics = _dynamics(app, None if as_json else console)
     finally:
         set_runtime(None)
     if as_json:
-        print(json.dumps({"envelopes": outputs, "events": publisher.events}, indent=2))
+        print(
+            json.dumps(
+                {"envelopes": outputs, "events": publisher.events, "dynamics": dynamics}, indent=2
+            )
+        )
         return 0
-    console.rule("result events (one per job; the re-sent first job published nothing new)")
+    console.rule("result events (one per job; the re-sent jobs published nothing new)")
     table = Table()
     for column in ("entry", "kind", "status", "job_id"):
         table.add_column(column)
     for i, event in enumerate(publisher.events, 1):
         table.add_row(f"{i}-0", event["kind"], event["status"], event["job_id"])
     console.print(table)
+    console.print(f"launch-failures stream: {len(history.stream)} entries")
     return 0

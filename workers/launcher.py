@@ -98,6 +98,9 @@ def launch_with_retries(
                 "account": account,
                 "chosen": selection["chosen"],
                 "roll": selection["roll"],
+                # What the dice saw: the most preferred group's probabilities.
+                "probabilities": selection["groups"][0]["probabilities"],
+                "failures": result.get("extra", {}).get("failures"),
                 "ok": outcome.ok,
                 "reason": outcome.reason,
             }

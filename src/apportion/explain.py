@@ -12,7 +12,6 @@ format follows the file name (``.png`` or ``.svg``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -73,7 +72,13 @@ def selection_table(result: Mapping[str, Any]) -> Table:
     return table
 
 
+def _step_groups(step: Mapping[str, Any]) -> list[Mapping[str, float]]:
+    groups: list[Mapping[str, float]] = step.get("groups") or [step["probabilities"]]
+    return groups
+
+
 def selection_chart(result: Mapping[str, Any], out: Path) -> Path:
+    """One column per policy module, one row per priority group: the seed's pie chart."""
     plt = _pyplot()
     selection = result.get("selection")
     if not selection:
@@ -81,27 +86,34 @@ def selection_chart(result: Mapping[str, Any], out: Path) -> Path:
     trace: Sequence[Mapping[str, Any]] = selection["trace"]
     accounts = sorted({a for step in trace for a in step["probabilities"]})
     colours = {a: plt.cm.tab20(i % 20) for i, a in enumerate(accounts)}
-    cols = min(len(trace), 4)
-    rows = math.ceil(len(trace) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.4 * rows), squeeze=False)
-    for ax, step in zip(axes.flat, trace, strict=False):
-        probs = {a: p for a, p in step["probabilities"].items() if p > 0}
-        ax.pie(
-            list(probs.values()),
-            labels=[f"{a}\n{p:.0%}" for a, p in probs.items()],
-            colors=[colours[a] for a in probs],
-            startangle=90,
-            counterclock=False,
-            wedgeprops={"linewidth": 1, "edgecolor": "white"},
-            textprops={"fontsize": 8},
-        )
-        ax.set_title(step["module"], fontsize=10)
-    for ax in list(axes.flat)[len(trace) :]:
-        ax.axis("off")
+    rows = max(len(_step_groups(step)) for step in trace)
+    cols = len(trace)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.0 * cols, 3.0 * rows + 0.6), squeeze=False)
+    for c, step in enumerate(trace):
+        groups = _step_groups(step)
+        for r in range(rows):
+            ax = axes[r][c]
+            probs = {a: p for a, p in groups[r].items() if p > 0} if r < len(groups) else {}
+            if not probs:
+                ax.axis("off")
+                continue
+            ax.pie(
+                list(probs.values()),
+                labels=[f"{a}\n{p:.0%}" for a, p in probs.items()],
+                colors=[colours[a] for a in probs],
+                startangle=90,
+                counterclock=False,
+                wedgeprops={"linewidth": 1, "edgecolor": "white"},
+                textprops={"fontsize": 8},
+            )
+            title = step["module"] if r == 0 else ""
+            if len(groups) > 1:
+                title = f"{title}\ngroup {r}".strip()
+            ax.set_title(title, fontsize=9)
     fig.suptitle(
         f"selection: {selection['account']} (candidate {selection['chosen']}, "
-        f"roll {selection['roll']:.3f})",
-        fontsize=11,
+        f"roll {selection['roll']:.3f}); rows are priority groups, the dice roll in group 0",
+        fontsize=10,
     )
     fig.tight_layout()
     fig.savefig(out)

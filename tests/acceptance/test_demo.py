@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 from tests.acceptance.cli import apportion
@@ -18,6 +19,9 @@ def test_the_demo_runs_real_jobs_through_an_in_process_worker_without_redis() ->
     assert "infeasible" in out
     assert "rejected" in out
     assert "result events" in out
+    for kind in ("auto_attach", "guest_host_attach", "launch_select", "launch_outcome"):
+        assert kind in out
+    assert "failure-penalty dynamics" in out
 
 
 def test_the_demo_publishes_one_event_per_job_even_when_a_job_is_sent_twice() -> None:
@@ -26,8 +30,29 @@ def test_the_demo_publishes_one_event_per_job_even_when_a_job_is_sent_twice() ->
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads(proc.stdout)
     job_ids = [e["job_id"] for e in data["events"]]
-    assert len(job_ids) == len(set(job_ids)) == len(data["envelopes"])
+    answered = {e["job_id"] for e in data["envelopes"]}
+    answered |= {f"demo-dynamics-{row['launch']}" for row in data["dynamics"]}
+    # Some jobs were sent twice; each still has exactly one event.
+    assert len(data["envelopes"]) > len({e["job_id"] for e in data["envelopes"]})
+    assert len(job_ids) == len(set(job_ids))
+    assert set(job_ids) == answered
     statuses = {e["job_id"]: e["status"] for e in data["envelopes"]}
     assert statuses["demo-partition-node1"] == "ok"
     assert statuses["demo-partition-too-small"] == "infeasible"
     assert statuses["demo-partition-malformed"] == "rejected"
+    assert statuses["demo-attach-seed-example"] == "ok"
+    assert statuses["demo-guest"] == "ok"
+    assert statuses["demo-launch-policy"] == "ok"
+
+
+def test_the_demo_shows_a_failing_account_losing_probability() -> None:
+    proc = apportion("demo", "--json", env={"APPORTION_REDIS_URL": "redis://127.0.0.1:1/0"})
+
+    rows = json.loads(proc.stdout)["dynamics"]
+    # Every failure of the flaky account lowers its chance at the next launches.
+    seen = [(r["failures_seen"], r["p_flaky"]) for r in rows]
+    assert seen[-1][0] > seen[0][0]
+    assert seen[-1][1] < seen[0][1]
+    for (f1, p1), (f2, p2) in itertools.pairwise(seen):
+        if f2 > f1:
+            assert p2 < p1

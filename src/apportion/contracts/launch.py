@@ -98,13 +98,19 @@ class ProviderSummary(_Out):
 
 
 class PriorityGroup(_Out):
-    priority: float
+    priority: int = Field(description="the group's rank: 0 is the most preferred")
     probabilities: dict[str, float]
 
 
 class TraceStep(_Out):
     module: str
-    probabilities: dict[str, float]
+    probabilities: dict[str, float] = Field(
+        description="every account's probability within its group, groups in order"
+    )
+    groups: list[dict[str, float]] = Field(
+        default_factory=list,
+        description="the same probabilities split by priority group (most preferred first)",
+    )
     note: str | None = None
 
 
@@ -116,8 +122,26 @@ class Selection(_Out):
     trace: list[TraceStep]
 
 
+class LaunchAttempt(_Out):
+    """One launch tried by the worker's launcher hook (``launcher`` in config)."""
+
+    attempt: int
+    account: str
+    chosen: int
+    roll: float
+    probabilities: dict[str, float] = Field(description="the dice's group at this attempt")
+    failures: dict[str, int] | None = Field(
+        None, description="failure counts from the history store this selection used"
+    )
+    ok: bool
+    reason: str | None = None
+
+
 class LaunchSelectResult(_Out):
     allocation_requests: list[AllocationRequest]
     provider_summaries: dict[str, ProviderSummary]
     selection: Selection | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
+    # Set only when the worker runs a launcher: every attempt, and whether one succeeded.
+    attempts: list[LaunchAttempt] | None = None
+    launched: bool | None = None

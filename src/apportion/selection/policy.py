@@ -252,7 +252,12 @@ def _run_stack(
         step = modules.least_used(base, facts, weighted=weighted)
     note = f"{step.note}; {removed_note}" if removed_note else step.note
     trace.append(
-        TraceStep(module=base.module, probabilities=step.dist.ordered_probabilities(), note=note)
+        TraceStep(
+            module=base.module,
+            probabilities=step.dist.ordered_probabilities(),
+            groups=step.dist.group_probabilities(),
+            note=note,
+        )
     )
     dist = step.dist
     for i, module in enumerate(policy[1:], start=1):
@@ -260,7 +265,10 @@ def _run_stack(
         dist = step.dist
         trace.append(
             TraceStep(
-                module=module.module, probabilities=dist.ordered_probabilities(), note=step.note
+                module=module.module,
+                probabilities=dist.ordered_probabilities(),
+                groups=dist.group_probabilities(),
+                note=step.note,
             )
         )
     return dist, trace
