@@ -15,12 +15,24 @@ as coprime integers so that the equation is exact.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.optimize
 import scipy.sparse
 
 from apportion.partition.model import FloatArray, IntArray, Problem
+
+try:
+    # scipy's own binding of HiGHS, the one scipy.optimize.linprog(method="highs") ends
+    # in. linprog's input checks, sparse stacking and per-option validation cost ~4 ms
+    # per call, far more than HiGHS needs for a small schema (~0.3 ms) — and a worker
+    # answering small jobs spends most of its time there. Calling the binding directly
+    # keeps the same solver and options. It is private API, so if a scipy release moves
+    # it we fall back to linprog (the tests compare both paths).
+    from scipy.optimize._highspy._highs_wrapper import _highs_wrapper as _HIGHS
+except ImportError:  # pragma: no cover - depends on the scipy release
+    _HIGHS = None
 
 # Integer weights up to this are exact in float64 and safe as LP coefficients; past it
 # the equality rows are scaled to at most 1 (only reachable with extreme weight ratios).
@@ -118,8 +130,50 @@ class LpSolution:
 _OPTIONS = {"dual_feasibility_tolerance": 1e-10, "primal_feasibility_tolerance": 1e-9}
 
 
+# HiGHS model statuses (HighsModelStatus): optimal, infeasible.
+_OPTIMAL, _INFEASIBLE = 7, 8
+
+
+def _direct(problem: Problem, upper: Rows, equal: Rows | None) -> FloatArray | None:
+    """The LP through scipy's HiGHS binding: ``lhs ≤ A x ≤ rhs`` with equalities as lhs = rhs."""
+    assert _HIGHS is not None
+    blocks = [upper.matrix] if equal is None else [upper.matrix, equal.matrix]
+    matrix = upper.matrix.tocsc() if equal is None else scipy.sparse.vstack(blocks, format="csc")
+    rhs = upper.rhs if equal is None else np.concatenate([upper.rhs, equal.rhs])
+    lhs = np.full(len(upper.rhs), -np.inf)
+    if equal is not None:
+        lhs = np.concatenate([lhs, equal.rhs])
+    n = problem.variables
+    options: dict[str, Any] = {"log_to_console": False, **_OPTIONS}
+    result = _HIGHS(
+        -problem.objective,
+        matrix.indptr.astype(np.int32),
+        matrix.indices.astype(np.int32),
+        matrix.data.astype(np.float64),
+        lhs,
+        rhs.astype(np.float64),
+        np.zeros(n),
+        np.full(n, np.inf),
+        np.zeros(n, dtype=np.uint8),
+        options,
+    )
+    status = int(result["status"])
+    if status == _INFEASIBLE:
+        return None
+    if status != _OPTIMAL or result.get("x") is None:
+        raise RuntimeError(f"HiGHS could not solve the partition LP: {result.get('message')}")
+    return np.asarray(result["x"], dtype=np.float64)
+
+
 def linprog(problem: Problem, upper: Rows, equal: Rows | None) -> FloatArray | None:
     """Maximise the objective under ``upper`` (≤) and ``equal`` (=) rows, x ≥ 0."""
+    if _HIGHS is not None:
+        return _direct(problem, upper, equal)
+    return linprog_public(problem, upper, equal)
+
+
+def linprog_public(problem: Problem, upper: Rows, equal: Rows | None) -> FloatArray | None:
+    """The same LP through ``scipy.optimize.linprog`` (the fallback; tests compare)."""
     result = scipy.optimize.linprog(
         -problem.objective,
         A_ub=upper.matrix,
