@@ -2,13 +2,17 @@
 
 Run: ``.venv/bin/python bench/bench_placement.py [--quick] [--profile NAME]``
 
-Each scenario is timed two ways, median of several runs:
+Each scenario is timed four ways, median of several runs:
 
-* ``engine``: ``apportion.placement.solve(job, ctx)`` on an already validated job
-  (forest, query, search, wire objects — everything but pydantic validation of
-  the job and serialisation of the result);
-* ``run()``: ``apportion.engine.run("launch_select", payload)`` from a plain dict:
-  validation, solve, and ``model_dump`` of the envelope.
+* ``engine``: ``apportion.launch.solve(job, ctx)`` on an already validated job with
+  ``policy: null`` (forest, query, search, the result model — everything but
+  pydantic validation of the job and serialisation of the result);
+* ``engine+policy``: the same without a ``policy`` key, so the default policy
+  (config/default_policy.yaml, given as ``Context.default_policy``) selects;
+* ``run()`` and ``run()+policy``: ``apportion.engine.run("launch_select", payload)``
+  from a plain dict — what a worker and ``apportion solve`` do: validation of the
+  job, the solver, and ``model_dump(mode="json")`` of the result — for the same
+  two payloads.
 
 Figures are recorded in bench/placement.md.
 """
@@ -23,15 +27,17 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from apportion import engine
 from apportion.contracts.launch import LaunchSelectJob
 from apportion.engine import Context, run
+from apportion.launch import solve
 from apportion.limits import DEFAULT_LIMITS, Limits
-from apportion.placement import solve
+from config.policy import load_default_policy
 
+NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
 SHARES = "MISC_SHARES_VIA_AGGREGATE"
 SIMPLE = "resources=VCPU:1,MEMORY_MB:512,DISK_GB:10"
 SUBTREE = (
@@ -113,21 +119,31 @@ def median_ms(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
 
 def measure(s: Scenario, repeat: int) -> dict[str, Any]:
     providers = s.build()
-    payload = {"providers": providers, "request": s.request, "policy": None}
-    job = LaunchSelectJob.model_validate(payload)
-    ctx = Context(limits=s.limits)
+    plain = {"providers": providers, "request": s.request, "policy": None}
+    # No `policy` key: the job gets the default policy of the context.
+    selected = {"providers": providers, "request": s.request, "seed": 7}
+    job = LaunchSelectJob.model_validate(plain)
+    job_policy = LaunchSelectJob.model_validate(selected)
+    ctx = Context(limits=s.limits, now=NOW, default_policy=load_default_policy())
     result = solve(job, ctx)
     n = len(result.allocation_requests)
     if s.expect is not None and n != s.expect:
         raise SystemExit(f"{s.name}: expected {s.expect} candidates, got {n}")
+    if solve(job_policy, ctx).selection is None:
+        raise SystemExit(f"{s.name}: the default policy did not select")
     engine, engine_min = median_ms(lambda: solve(job, ctx), repeat)
+    engine_policy, _ = median_ms(lambda: solve(job_policy, ctx), repeat)
 
-    def whole() -> None:
-        env = run("launch_select", payload, ctx)
-        if env.status != "ok":
-            raise SystemExit(f"{s.name}: {env.status} {env.error}")
+    def whole(payload: dict[str, Any]) -> Callable[[], None]:
+        def go() -> None:
+            env = run("launch_select", payload, ctx)
+            if env.status != "ok":
+                raise SystemExit(f"{s.name}: {env.status} {env.error}")
 
-    whole_ms, _ = median_ms(whole, max(3, repeat // 2))
+        return go
+
+    whole_ms, _ = median_ms(whole(plain), max(3, repeat // 2))
+    whole_policy_ms, _ = median_ms(whole(selected), max(3, repeat // 2))
     return {
         "name": s.name,
         "providers": len(providers),
@@ -135,7 +151,9 @@ def measure(s: Scenario, repeat: int) -> dict[str, Any]:
         "capped": result.extra.get("capped", False),
         "engine": engine,
         "engine_min": engine_min,
+        "engine_policy": engine_policy,
         "run": whole_ms,
+        "run_policy": whole_policy_ms,
         "target": s.target_ms,
     }
 
@@ -204,35 +222,36 @@ def scenarios(quick: bool) -> list[Scenario]:
 
 
 def main() -> None:
-    # Time the candidates engine alone through run(), whatever solver the service
-    # registers for launch_select (it adds the selection policy on top).
-    engine._SOLVERS["launch_select"] = "apportion.placement:solve"
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="skip the scaling series")
     parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--only", help="run only the scenarios whose name contains this")
+    parser.add_argument("--profile", help="profile run() on the scenario whose name contains this")
     parser.add_argument(
-        "--profile", help="profile the engine on the scenario whose name contains this"
+        "--policy", action="store_true", help="with --profile: omit `policy` (default policy)"
     )
     args = parser.parse_args()
     chosen = scenarios(args.quick)
+    if args.only:
+        chosen = [s for s in chosen if args.only in s.name]
     if args.profile:
         from pyinstrument import Profiler  # type: ignore[import-not-found, unused-ignore]
 
         s = next(x for x in chosen if args.profile in x.name)
-        job = LaunchSelectJob.model_validate(
-            {"providers": s.build(), "request": s.request, "policy": None}
-        )
-        ctx = Context(limits=s.limits)
-        solve(job, ctx)
+        payload: dict[str, Any] = {"providers": s.build(), "request": s.request, "seed": 7}
+        if not args.policy:
+            payload["policy"] = None
+        ctx = Context(limits=s.limits, now=NOW, default_policy=load_default_policy())
+        run("launch_select", payload, ctx)
         with Profiler(interval=0.0005) as profiler:
             for _ in range(5):
-                solve(job, ctx)
+                run("launch_select", payload, ctx)
         profiler.print()
         return
     print(f"python {platform.python_version()} on {platform.machine()}")
     print(
-        f"{'scenario':<66} {'providers':>9} {'cands':>6} {'engine ms':>10} {'(min)':>7} "
-        f"{'run() ms':>9} {'target':>7}"
+        f"{'scenario':<66} {'providers':>9} {'cands':>6} {'engine':>7} {'(min)':>6} "
+        f"{'+policy':>7} {'run()':>7} {'+policy':>7} {'target':>6}"
     )
     failed = False
     for s in chosen:
@@ -243,8 +262,10 @@ def main() -> None:
         failed |= not ok
         print(
             f"{r['name']:<66} {r['providers']:>9} {r['candidates']:>6} "
-            f"{r['engine']:>10.1f} {r['engine_min']:>7.1f} {r['run']:>9.1f} {target:>7}"
-            f"{'' if ok else '  OVER'}"
+            f"{r['engine']:>7.1f} {r['engine_min']:>6.1f} {r['engine_policy']:>7.1f} "
+            f"{r['run']:>7.1f} {r['run_policy']:>7.1f} {target:>6}"
+            f"{'' if ok else '  OVER'}",
+            flush=True,
         )
     sys.exit(1 if failed else 0)
 
