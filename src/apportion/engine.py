@@ -132,10 +132,50 @@ def _problems(exc: ValidationError) -> list[Problem]:
     return out
 
 
-def validate(kind: Kind, payload: Any) -> BaseModel:
+def shape_problem(payload: Any, limits: Limits) -> Problem | None:
+    """The first value nested deeper than allowed or string longer than allowed.
+
+    One iterative walk (no recursion, so no RecursionError on hostile nesting) before
+    pydantic sees the job: limits that hold for every kind, whatever its model.
+    """
+    stack: list[tuple[Any, str, int]] = [(payload, "$", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if isinstance(value, str):
+            if len(value) > limits.max_string_length:
+                return Problem(
+                    path,
+                    f"a string of {len(value)} characters exceeds the limit "
+                    f"of {limits.max_string_length}",
+                )
+            continue
+        if isinstance(value, dict):
+            items: Any = value.items()
+        elif isinstance(value, list):
+            items = enumerate(value)
+        else:
+            continue
+        if depth >= limits.max_json_depth:
+            return Problem(path, f"nested deeper than {limits.max_json_depth} levels")
+        for key, child in items:
+            if isinstance(key, str) and len(key) > limits.max_string_length:
+                return Problem(
+                    path,
+                    f"a key of {len(key)} characters exceeds the limit "
+                    f"of {limits.max_string_length}",
+                )
+            child_path = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}"
+            stack.append((child, child_path.removeprefix("$."), depth + 1))
+    return None
+
+
+def validate(kind: Kind, payload: Any, limits: Limits = DEFAULT_LIMITS) -> BaseModel:
     """Validate ``payload`` against the contract model of ``kind`` or raise :class:`Rejected`."""
     if not isinstance(payload, dict):
         raise Rejected.at("$", f"a {kind} job must be a JSON object, got {type(payload).__name__}")
+    problem = shape_problem(payload, limits)
+    if problem is not None:
+        raise Rejected(f"{problem.path}: {problem.message}", [problem], code="too_large")
     try:
         return JOB_MODELS[kind].model_validate(payload)
     except ValidationError as exc:
@@ -202,8 +242,10 @@ def run(
         if isinstance(payload, str | bytes):
             payload = parse_json_text(payload, ctx.limits)
             resolved_id = _payload_job_id(kind, payload) or job_id
-        job = validate(k, payload)
-        result = solve(job, ctx)
+        job = validate(k, payload, ctx.limits)
+        # Serialising inside the try: a result the engine built from odd input must not
+        # escape as an exception either.
+        result = solve(job, ctx).model_dump(mode="json")
     except Rejected as exc:
         return envelope(status="rejected", error=_error(exc))
     except Infeasible as exc:
@@ -222,7 +264,7 @@ def run(
                 f"({type(exc).__name__}: {str(exc)[:200]})",
             ),
         )
-    return envelope(status="ok", result=result.model_dump(mode="json"))
+    return envelope(status="ok", result=result)
 
 
 __all__ = [

@@ -39,6 +39,8 @@ class Limits(BaseModel):
     yaql_timeout_seconds: float = Field(1.0, gt=0)
     # Strings anywhere in a job (ids, names, attribute values).
     max_string_length: int = Field(65_536, gt=0)
+    # Nesting of objects and arrays anywhere in a job (no real job goes past ~8).
+    max_json_depth: int = Field(64, gt=0)
     # yaql: address space the evaluating child may add on top of the worker's (MiB).
     yaql_max_memory_mib: int = Field(256, gt=0)
     # partition: largest size (disk, min/max/size) a job may state, in MiB (1 EiB).
