@@ -132,12 +132,52 @@ def _problems(exc: ValidationError) -> list[Problem]:
     return out
 
 
+def _longest_key(value: dict[Any, Any]) -> int:
+    try:
+        return max(map(len, value))  # JSON keys are strings: one C-level pass
+    except TypeError:  # a Python caller's non-string key
+        return max(len(k) if isinstance(k, str) else 0 for k in value)
+
+
+def _shape_ok(payload: Any, max_depth: int, max_string: int) -> bool:
+    """The cheap pass: no paths built, only "is anything too deep or too long?".
+
+    Decoded JSON holds exact dicts, lists and strs, so ``type(x) is`` checks suffice and
+    keep this at a fraction of pydantic's own cost on a large job.
+    """
+    if type(payload) is not dict and type(payload) is not list:
+        return not (type(payload) is str and len(payload) > max_string)
+    stack: list[tuple[Any, int]] = [(payload, 0)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        value, depth = pop()
+        if depth >= max_depth:
+            return False
+        if type(value) is dict:
+            if value and _longest_key(value) > max_string:
+                return False
+            children: Any = value.values()
+        else:
+            children = value
+        for child in children:
+            kind = type(child)
+            if kind is str:
+                if len(child) > max_string:
+                    return False
+            elif kind is dict or kind is list:
+                push((child, depth + 1))
+    return True
+
+
 def shape_problem(payload: Any, limits: Limits) -> Problem | None:
     """The first value nested deeper than allowed or string longer than allowed.
 
-    One iterative walk (no recursion, so no RecursionError on hostile nesting) before
-    pydantic sees the job: limits that hold for every kind, whatever its model.
+    Iterative walks (no recursion, so no RecursionError on hostile nesting) before
+    pydantic sees the job: limits that hold for every kind, whatever its model. The
+    paths are only built, in a second walk, when the cheap first walk found a problem.
     """
+    if _shape_ok(payload, limits.max_json_depth, limits.max_string_length):
+        return None
     stack: list[tuple[Any, str, int]] = [(payload, "$", 0)]
     while stack:
         value, path, depth = stack.pop()
