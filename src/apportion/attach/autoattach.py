@@ -29,10 +29,11 @@ from apportion.attach.compliance import (
     combine_limits,
     effective_quantity,
 )
-from apportion.attach.explain import group_entry, offer_text, pick_entry, summary_text
+from apportion.attach.explain import OfferTexts, group_entry, offer_text, pick_entry, summary_text
 from apportion.attach.facts import ConsumerProfile
 from apportion.attach.groups import Attached, GroupWork, Member, Offer, build_groups
 from apportion.attach.inputs import (
+    check_compliance_limit,
     check_limits,
     check_pool_list,
     check_time,
@@ -45,10 +46,11 @@ from apportion.attach.pools import (
     PoolView,
     currently_available,
     drop_reason,
-    group_key,
     increment,
-    raw_offers,
     view_pool,
+)
+from apportion.attach.pools import (
+    split_values_cached as _split,
 )
 from apportion.attach.priority import PROFILES, RuleProfile, Scorer, Wants
 from apportion.attach.select import Pick, select
@@ -88,11 +90,7 @@ def _lower(value: str | None) -> frozenset[str]:
 def _products_to_cover(inp: AttachInput) -> list[str]:
     compliant = set(inp.compliance.compliant)
     source = inp.products if inp.products is not None else inp.consumer.installed
-    out: list[str] = []
-    for pid in source:
-        if pid not in compliant and pid not in out:
-            out.append(pid)
-    return out
+    return [pid for pid in dict.fromkeys(source) if pid not in compliant]
 
 
 def _wants(inp: AttachInput, to_cover: Sequence[str]) -> tuple[Wants, set[Offer]]:
@@ -107,8 +105,7 @@ def _wants(inp: AttachInput, to_cover: Sequence[str]) -> tuple[Wants, set[Offer]
     """
     consumer = inp.consumer
     compliant = set(inp.compliance.compliant)
-    products = list(consumer.installed)
-    products += [p for p in to_cover if p not in products]
+    products = list(dict.fromkeys([*consumer.installed, *to_cover]))
     # Roles and addons already provided by attached entitlements are satisfied.
     provided_roles: set[str] = set()
     provided_addons: set[str] = set()
@@ -157,6 +154,84 @@ def _attached(ctx: CoverageContext, compliance: ComplianceView) -> Attached:
     return Attached(by_stack, tuple(limits))
 
 
+def _offers(
+    pools: Sequence[Pool | PoolView], needed: set[Offer], consider_derived: bool
+) -> tuple[list[tuple[str, str]], list[frozenset[Offer]], dict[tuple[str, str], bool]]:
+    """Each pool's group key and the still-needed things it offers; which groups offer any.
+
+    Read straight from the pools (every pool of the job passes here, most are never
+    viewed); the same readings as :class:`PoolView` (stacked iff the product has a
+    ``stacking_id``, roles and addons product attribute first, "0" meaning unset).
+    """
+    wanted_products = frozenset(v for kind, v in needed if kind == "product")
+    wanted_roles = frozenset(v for kind, v in needed if kind == "role")
+    wanted_addons = frozenset(v for kind, v in needed if kind == "addon")
+    syspurpose = bool(wanted_roles or wanted_addons)
+    empty: frozenset[Offer] = frozenset()
+    # Pools offering the same things share one offers set (and build it once); the
+    # wanted roles (addons) in a syspurpose value are found once per distinct string.
+    shared: dict[tuple[frozenset[str], ...], frozenset[Offer]] = {}
+    role_values: dict[str | None, frozenset[str]] = {None: frozenset()}
+    addon_values: dict[str | None, frozenset[str]] = {None: frozenset()}
+    keys: list[tuple[str, str]] = []
+    offers_of: list[frozenset[Offer]] = []
+    useful: dict[tuple[str, str], bool] = {}
+    found_roles = found_addons = frozenset[str]()
+    for item in pools:
+        if isinstance(item, PoolView):
+            key = ("stack", item.stack_id or "") if item.stacked else ("pool", item.id)
+            found = wanted_products.intersection(item.provided(consider_derived))
+            if syspurpose:
+                found_roles = wanted_roles.intersection(item.roles)
+                found_addons = wanted_addons.intersection(item.addons)
+        else:
+            product_attributes = item.product_attributes
+            stacking = product_attributes.get("stacking_id")
+            key = ("stack", stacking) if stacking is not None else ("pool", item.id)
+            if consider_derived and item.derived_product_id is not None:
+                found = wanted_products.intersection(
+                    (item.derived_product_id, *item.derived_provided_products)
+                )
+            else:
+                found = wanted_products.intersection(item.provided_products)
+                if item.product_id in wanted_products:
+                    found = found.union((item.product_id,))
+            if syspurpose:
+                # Product attribute first; "0" (or null) is unset, as PoolView reads them.
+                raw = product_attributes.get("roles")
+                if raw is None or raw == "0":
+                    raw = item.attributes.get("roles")
+                    if raw == "0":
+                        raw = None
+                found_roles = role_values.get(raw)  # type: ignore[assignment]
+                if found_roles is None:
+                    found_roles = role_values[raw] = wanted_roles.intersection(_split(raw))
+                raw = product_attributes.get("addons")
+                if raw is None or raw == "0":
+                    raw = item.attributes.get("addons")
+                    if raw == "0":
+                        raw = None
+                found_addons = addon_values.get(raw)  # type: ignore[assignment]
+                if found_addons is None:
+                    found_addons = addon_values[raw] = wanted_addons.intersection(_split(raw))
+        if found or found_roles or found_addons:
+            signature = (found, found_roles, found_addons)
+            offers = shared.get(signature)
+            if offers is None:
+                offers = shared[signature] = frozenset(
+                    [("product", p) for p in found]
+                    + [("role", r) for r in found_roles]
+                    + [("addon", a) for a in found_addons]
+                )
+            useful[key] = True
+        else:
+            offers = empty
+            useful.setdefault(key, False)
+        keys.append(key)
+        offers_of.append(offers)
+    return keys, offers_of, useful
+
+
 def pool_priorities(inp: AttachInput) -> dict[str, Fraction]:
     """Every pool's priority for this consumer (what the explanation reports for kept pools)."""
     wants, _ = _wants(inp, _products_to_cover(inp))
@@ -175,76 +250,49 @@ def run_attach(inp: AttachInput) -> AttachOutcome:
     # Groups whose pools offer nothing still needed are left out before any filtering:
     # validation only removes pools, so they could never offer anything (the reference
     # drops them after validating them; the answer is the same).
-    keys: list[tuple[str, str]] = []
-    offers_of: list[frozenset[Offer]] = []
-    useful: dict[tuple[str, str], bool] = {}
-    wanted_products = {v for kind, v in needed if kind == "product"}
-    wanted_roles = {v for kind, v in needed if kind == "role"}
-    wanted_addons = {v for kind, v in needed if kind == "addon"}
-    empty: frozenset[Offer] = frozenset()
-    syspurpose = bool(wanted_roles or wanted_addons)
-    for item in inp.pools:
-        if isinstance(item, PoolView):
-            key = ("stack", item.stack_id or "") if item.stacked else ("pool", item.id)
-            products: Sequence[str] = item.provided(inp.consider_derived)
-            roles, addons = item.roles, item.addons
-        else:
-            key = group_key(item)
-            products, roles, addons = raw_offers(item, inp.consider_derived, syspurpose)
-        found = wanted_products.intersection(products)
-        found_roles = wanted_roles.intersection(roles) if wanted_roles else None
-        found_addons = wanted_addons.intersection(addons) if wanted_addons else None
-        if found or found_roles or found_addons:
-            offers = frozenset(
-                [("product", p) for p in found]
-                + [("role", r) for r in found_roles or ()]
-                + [("addon", a) for a in found_addons or ()]
-            )
-            useful[key] = True
-        else:
-            offers = empty
-            useful.setdefault(key, False)
-        keys.append(key)
-        offers_of.append(offers)
+    keys, offers_of, useful = _offers(inp.pools, needed, inp.consider_derived)
 
     # Step 1: validation and pre-entitlement filters.
     dropped: list[dict[str, str]] = []
     valid: list[tuple[PoolView, int, frozenset[Offer], tuple[str, str]]] = []
     still_useful: dict[tuple[str, str], bool] = {}
-    for position, (item, key, offers) in enumerate(zip(inp.pools, keys, offers_of, strict=True)):
+    at, host_uuid = inp.at, inp.host_uuid
+    for position, item in enumerate(inp.pools):
+        key = keys[position]
         if not useful[key]:
             continue
-        view = _view(item, position)
+        view = item if isinstance(item, PoolView) else view_pool(item, position)
         available = currently_available(view, consumer)
         drop = drop_reason(
             view,
             consumer,
-            at=inp.at,
-            host_uuid=inp.host_uuid,
+            at=at,
+            host_uuid=host_uuid,
             attached_pool_ids=attached_ids,
             available=available,
         )
         if drop is not None:
             dropped.append({"pool": view.id, "filter": drop.filter, "detail": drop.detail})
             continue
+        offers = offers_of[position]
         valid.append((view, available, offers, key))
-        still_useful[key] = still_useful.get(key, False) or bool(offers)
+        if offers:
+            still_useful[key] = True
+        elif key not in still_useful:
+            still_useful[key] = False
 
     scorer = Scorer(consumer, wants, inp.profile)
     guest = consumer.is_guest
+    score, unit = scorer.score, ctx.unit
+    step = 1
     members: list[Member] = []
     for view, available, offers, key in valid:
         if still_useful[key]:
             sizes = view.sizes_for(guest)
+            if not guest:
+                step = increment(view, consumer)
             members.append(
-                Member(
-                    view,
-                    ctx.unit(view, sizes),
-                    available,
-                    increment(view, consumer),
-                    scorer.score(view, sizes),
-                    offers,
-                )
+                Member(view, unit(view, sizes), available, step, score(view, sizes), offers)
             )
     not_needed = [
         f"{kind}:{name}"
@@ -268,7 +316,7 @@ def run_attach(inp: AttachInput) -> AttachOutcome:
         group.status = "valid, not chosen"
         usable.append(group)
 
-    needed_at_start = set(needed)
+    provides = OfferTexts(needed)  # what each group provides of what was needed at start
     picks = select(usable, needed, inp.compliance.partial_stacks)
 
     quantities: dict[str, int] = {}
@@ -294,7 +342,7 @@ def run_attach(inp: AttachInput) -> AttachOutcome:
         "addons_needed": sorted(wants.unsatisfied["addons"]),
         "dropped_pools": dropped,
         "groups_not_needed": not_needed,
-        "groups": [group_entry(g, needed_at_start, g.key in chosen_keys) for g in visited],
+        "groups": [group_entry(g, provides, g.key in chosen_keys) for g in visited],
         "picks": [pick_entry(i + 1, p) for i, p in enumerate(picks)],
         "still_needed": offer_text(needed),
     }
@@ -327,11 +375,11 @@ def solve_auto_attach(job: AutoAttachJob, ctx: Context) -> AutoAttachResult:
         pools=("pools", job.pools),
         entitlements=[("entitlements", job.entitlements)],
         products=("products", job.products),
-        compliance=("compliance", job.compliance),
     )
     log = ProblemLog.new()
     consumer = read_consumer(job.consumer, "consumer", log)
-    pools = check_pool_list(job.pools, "pools", log)
+    pools = check_pool_list(job.pools, "pools", log, limits)
+    check_compliance_limit(limits, "compliance", job.compliance)
     entitlements = read_entitlements(job.entitlements, "entitlements", log)
     reject_if(log)
     at = check_time(job.at, ctx.now)

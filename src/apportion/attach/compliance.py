@@ -38,6 +38,12 @@ class CoverageUnit(NamedTuple):
     arch_ok: bool
     host_restricted: bool
     guest_limit: int | None
+    # (index into the consumer's additive attributes, value) of each size the pool carries.
+    present: tuple[tuple[int, int], ...]
+
+
+# Built for every pool kept; tuple.__new__ skips NamedTuple's keyword-argument call.
+_new_unit = tuple.__new__
 
 
 class CoverageContext:
@@ -45,12 +51,14 @@ class CoverageContext:
 
     __slots__ = (
         "_arch",
-        "_index",
+        "_no_sizes",
         "additive",
         "attributes",
         "consumer",
         "host_exempt",
+        "index",
         "need",
+        "plan",
         "socket_index",
     )
 
@@ -62,7 +70,18 @@ class CoverageContext:
         self.socket_index = self.additive.index("sockets") if "sockets" in self.additive else -1
         self.host_exempt = tuple(consumer.is_guest and a in ("ram", "vcpu") for a in self.additive)
         self._arch: dict[str | None, bool] = {}
-        self._index = {a: k for k, a in enumerate(self.additive)}
+        self.index = {a: k for k, a in enumerate(self.additive)}
+        self._no_sizes: tuple[int | None, ...] = (None,) * len(self.additive)
+        # The coverage checks in the reference's order: (attribute, kind, additive index),
+        # kind 0 = additive size, 1 = arch, 2 = guest_limit.
+        self.plan = tuple(
+            (a, 1, -1)
+            if a == "arch"
+            else (a, 2, -1)
+            if a == "guest_limit"
+            else (a, 0, self.index[a])
+            for a in self.attributes
+        )
 
     def unit(self, view: PoolView, sizes: Mapping[str, int] | None = None) -> CoverageUnit:
         if sizes is None:
@@ -72,14 +91,25 @@ class CoverageContext:
         if ok is None:
             ok = arch_matches(arch, self.consumer.arch, self.consumer.type_label)
             self._arch[arch] = ok
-        return CoverageUnit(
-            view,
-            tuple(map(sizes.get, self.additive)),
-            max(view.instance_multiplier or 1, 1),
-            arch is not None,
-            ok,
-            bool(view.requires_host),
-            sizes.get("guest_limit"),
+        if sizes:
+            values = tuple(map(sizes.get, self.additive))
+            present = tuple([(k, v) for k, v in enumerate(values) if v is not None])
+            limit = sizes.get("guest_limit")
+        else:
+            values, present, limit = self._no_sizes, (), None
+        multiplier = view.instance_multiplier
+        return _new_unit(
+            CoverageUnit,
+            (
+                view,
+                values,
+                1 if multiplier is None or multiplier < 1 else multiplier,
+                arch is not None,
+                ok,
+                bool(view.requires_host),
+                limit,
+                present,
+            ),
         )
 
     def has(self, unit: CoverageUnit, attribute: str) -> bool:
@@ -88,25 +118,22 @@ class CoverageContext:
             return unit.arch_has
         if attribute == "guest_limit":
             return unit.guest_limit is not None
-        return unit.sizes[self._index[attribute]] is not None
+        return unit.sizes[self.index[attribute]] is not None
 
     def carried(self, units: Iterable[CoverageUnit]) -> list[str]:
         """The coverage attributes (other than arch) some of ``units`` carry, in order."""
-        sizes = [False] * len(self.additive)
+        sizes: set[int] = set()
         limit = False
         for unit in units:
-            for k, value in enumerate(unit.sizes):
-                if value is not None:
-                    sizes[k] = True
-            limit = limit or unit.guest_limit is not None
-        out = []
-        for attribute in self.attributes:
-            if attribute == "guest_limit":
-                if limit:
-                    out.append(attribute)
-            elif attribute != "arch" and sizes[self._index[attribute]]:
-                out.append(attribute)
-        return out
+            for k, _ in unit.present:
+                sizes.add(k)
+            if unit.guest_limit is not None:
+                limit = True
+        return [
+            attribute
+            for attribute, kind, k in self.plan
+            if (kind == 0 and k in sizes) or (kind == 2 and limit)
+        ]
 
 
 def combine_limits(values: Iterable[int | None]) -> int | None:
@@ -137,7 +164,8 @@ class Tally:
         self.limit_has = 0
 
     def copy(self) -> Tally:
-        other = Tally(self.ctx)
+        other = Tally.__new__(Tally)
+        other.ctx = self.ctx
         other.totals = self.totals[:]
         other.has = self.has[:]
         other.arch_has = self.arch_has
@@ -147,10 +175,10 @@ class Tally:
         return other
 
     def add(self, unit: CoverageUnit, quantity: int, sign: int = 1) -> None:
-        socket_index = self.ctx.socket_index
-        has, totals = self.has, self.totals
-        for k, value in enumerate(unit.sizes):
-            if value is not None:
+        if unit.present:
+            has, totals = self.has, self.totals
+            socket_index = self.ctx.socket_index
+            for k, value in unit.present:
                 has[k] += sign
                 if k == socket_index:
                     m = unit.socket_multiplier
@@ -175,19 +203,38 @@ class Tally:
         """The attributes not covered (empty when the consumer is covered)."""
         ctx = self.ctx
         out: list[str] = []
-        k = 0
-        for attribute in ctx.attributes:
-            if attribute == "arch":
+        has, totals, need = self.has, self.totals, ctx.need
+        for attribute, kind, k in ctx.plan:
+            if kind == 0:
+                if (
+                    has[k] > 0
+                    and totals[k] < need[k]
+                    and not (self.host_restricted > 0 and ctx.host_exempt[k])
+                ):
+                    out.append(attribute)
+            elif kind == 1:
                 if self.arch_has > 0 and self.arch_bad > 0:
                     out.append(attribute)
-            elif attribute == "guest_limit":
-                if self.limit_has > 0 and not _limit_covers(global_limit, ctx.consumer):
-                    out.append(attribute)
-            else:
-                if self.enforced(k) and self.totals[k] < ctx.need[k]:
-                    out.append(attribute)
-                k += 1
+            elif self.limit_has > 0 and not _limit_covers(global_limit, ctx.consumer):
+                out.append(attribute)
         return out
+
+    def covers(self, global_limit: int | None) -> bool:
+        """Whether nothing fails (:meth:`failures` is empty), stopping at the first failure."""
+        if self.arch_bad > 0 and self.arch_has > 0:
+            return False
+        if self.limit_has > 0 and not _limit_covers(global_limit, self.ctx.consumer):
+            return False
+        ctx = self.ctx
+        has, totals, need = self.has, self.totals, ctx.need
+        for k in range(len(totals)):
+            if (
+                has[k] > 0
+                and totals[k] < need[k]
+                and not (self.host_restricted > 0 and ctx.host_exempt[k])
+            ):
+                return False
+        return True
 
 
 def _limit_covers(limit: int | None, consumer: ConsumerProfile) -> bool:

@@ -13,7 +13,24 @@ def offer_text(offers: Iterable[Offer]) -> list[str]:
     return [f"{kind}:{value}" for kind, value in sorted(offers)]
 
 
-def group_entry(group: GroupWork, needed: set[Offer], chosen: bool) -> dict[str, Any]:
+class OfferTexts:
+    """:func:`offer_text` of the still-needed part of each group's offers, remembered:
+    most groups offer one of a few sets (hundreds of groups per job)."""
+
+    __slots__ = ("_known", "needed")
+
+    def __init__(self, needed: set[Offer]) -> None:
+        self.needed = frozenset(needed)
+        self._known: dict[frozenset[Offer], list[str]] = {}
+
+    def __call__(self, offers: frozenset[Offer]) -> list[str]:
+        text = self._known.get(offers)
+        if text is None:
+            text = self._known[offers] = offer_text(offers & self.needed)
+        return list(text)
+
+
+def group_entry(group: GroupWork, needed: set[Offer] | OfferTexts, chosen: bool) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "group": group.key,
         "stacked": group.stackable,
@@ -26,7 +43,11 @@ def group_entry(group: GroupWork, needed: set[Offer], chosen: bool) -> dict[str,
         entry["removed_by_validation"] = list(group.removed_by_validation)
     if group.status in ("invalid",):
         return entry
-    entry["provides"] = offer_text(group.offers() & needed)
+    entry["provides"] = (
+        needed(group.offers())
+        if isinstance(needed, OfferTexts)
+        else offer_text(group.offers() & needed)
+    )
     if group.status == "provides nothing still needed":
         return entry
     if group.removed_as_extra:
@@ -34,10 +55,10 @@ def group_entry(group: GroupWork, needed: set[Offer], chosen: bool) -> dict[str,
     if group.pruned:
         entry["pruned"] = list(group.pruned)
     entry["kept"] = [m.view.id for m in group.members]
-    entry["average_priority"] = float(group.average_priority())
+    entry["average_priority"] = group.average_priority()
     if chosen:
         # Per-pool detail for the groups attached; the others show their average.
-        entry["pool_priorities"] = {m.view.id: float(group.priority_of(m)) for m in group.members}
+        entry["pool_priorities"] = {m.view.id: group.priority_of(m) for m in group.members}
         entry["host_specific_pools"] = group.host_specific()
         entry["virt_only_pools"] = group.virt_only()
         entry["quantities"] = dict(group.quantities())

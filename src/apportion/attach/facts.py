@@ -141,16 +141,9 @@ def consumer_profile(consumer: Consumer, path: str, log: ProblemLog) -> Consumer
         if who == "libvirt" and attrs.get("active") == "1":
             active += 1
 
-    addons: list[str] = []
-    for addon in consumer.addons:
-        text = _text(addon)
-        if text is not None and text not in addons:
-            addons.append(text)
+    addons = list(dict.fromkeys(t for a in consumer.addons if (t := _text(a)) is not None))
 
-    installed: list[str] = []
-    for product in consumer.installed_products:
-        if product not in installed:
-            installed.append(product)
+    installed = list(dict.fromkeys(consumer.installed_products))  # first occurrences, in order
 
     return ConsumerProfile(
         uuid=consumer.uuid,

@@ -25,8 +25,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from fractions import Fraction
-from functools import cmp_to_key, partial
+from functools import cmp_to_key, lru_cache, partial
 from typing import NamedTuple
 
 from apportion.attach.compliance import (
@@ -34,11 +33,13 @@ from apportion.attach.compliance import (
     CoverageUnit,
     Tally,
     combine_limits,
+    effective_quantity,
     entitlement_failures,
 )
 from apportion.attach.pools import PoolView
 
 Offer = tuple[str, str]  # ("product" | "role" | "addon", value)
+_NONE: Sequence[str] = ()
 
 
 class Member(NamedTuple):
@@ -75,6 +76,17 @@ def get_sets(items: Sequence[str], max_length: int) -> list[list[str]]:
     return out
 
 
+@lru_cache(maxsize=64)
+def _subset_order(attributes: tuple[str, ...]) -> tuple[str, ...]:
+    """The attributes in the order the reference meets them in its subsets of size n − 1."""
+    order: list[str] = []
+    for subset in get_sets(attributes, len(attributes) - 1):
+        for attribute in subset:
+            if attribute not in order:
+                order.append(attribute)
+    return tuple(order)
+
+
 def _offer_count(members: Iterable[Member]) -> int:
     seen: set[Offer] = set()
     for m in members:
@@ -98,7 +110,7 @@ class GroupWork:
     """One entitlement group while the rules work on it (mutable working state)."""
 
     __slots__ = (
-        "_average",
+        "_limited",
         "_offers",
         "_quantities",
         "attached",
@@ -132,17 +144,28 @@ class GroupWork:
         self.stack_id = stack_id
         self.key = f"stack:{stack_id}" if stackable else f"pool:{first.view.id}"
         self.members: list[Member] = [first]
-        self.initial: list[str] = []
-        self.removed_by_validation: list[str] = []
-        self.removed_as_extra: list[str] = []
-        self.pruned: list[str] = []
-        self.failures: list[str] = []
+        self._limited: bool | None = None
+        # What the steps record for the explanation (empty until a step records something).
+        self.initial: Sequence[str] = _NONE
+        self.removed_by_validation: Sequence[str] = _NONE
+        self.removed_as_extra: Sequence[str] = _NONE
+        self.pruned: Sequence[str] = _NONE
+        self.failures: Sequence[str] = _NONE
         self.status = "considered"
-        self._average: Fraction | None = None
         self._offers: frozenset[Offer] | None = None
         self._quantities: dict[str, int] | None = None
 
     # ---- shared helpers --------------------------------------------------------------
+
+    def _can_be_limited(self) -> bool:
+        """Whether a guest_limit can apply at all: when neither an attached entitlement nor
+        any of the group's pools has one, the global limit is None for every subset of the
+        pools. Decided on first use (the steps only ever remove pools)."""
+        if self._limited is None:
+            self._limited = bool(self.attached.limits) or any(
+                m.unit.guest_limit is not None for m in self.members
+            )
+        return self._limited
 
     def offers(self) -> frozenset[Offer]:
         """What the group's current pools offer (cached once the steps are done)."""
@@ -156,6 +179,8 @@ class GroupWork:
         return frozenset(out)
 
     def _limit(self, members: Iterable[Member]) -> int | None:
+        if not self._can_be_limited():
+            return None
         own = [m.unit.guest_limit for m in members if m.unit.guest_limit is not None]
         if not own and not self.attached.limits:
             return None
@@ -163,8 +188,9 @@ class GroupWork:
 
     def _tally(self, members: Iterable[Member]) -> Tally:
         tally = self.attached.stack_tally(self.ctx, self.stack_id)
+        add = tally.add
         for m in members:
-            tally.add(m.unit, m.available)
+            add(m.unit, m.available)
         return tally
 
     def _stack_failures(self, members: Sequence[Member]) -> list[str]:
@@ -176,13 +202,19 @@ class GroupWork:
         self.initial = [m.view.id for m in self.members]
         if not self.stackable:
             m = self.members[0]
-            self.failures = entitlement_failures(
-                self.ctx, m.unit, m.available, self._limit(self.members)
-            )
-            return not self.failures
-        failures = self._stack_failures(self.members)
-        if not failures:
+            unit = m.unit
+            limit = self._limit(self.members)
+            tally = Tally(self.ctx)
+            tally.add(unit, effective_quantity(unit.view, m.available))
+            if tally.covers(limit):
+                return True
+            self.failures = tally.failures(limit)
+            return False
+        tally = self._tally(self.members)
+        limit = self._limit(self.members)
+        if tally.covers(limit):
             return True
+        failures = tally.failures(limit)
         has = self.ctx.has
         kept = [m for m in reversed(self.members) if not any(has(m.unit, a) for a in failures)]
         kept_ids = {m.view.id for m in kept}
@@ -197,21 +229,27 @@ class GroupWork:
     def remove_extra_attributes(self) -> None:
         if not self.stackable:
             return
-        has = self.ctx.has
         members = self.members
         attributes = self.ctx.carried(m.unit for m in members)
         if len(attributes) < 2:
             return  # subsets of size n − 1 of one attribute: only the empty set
         original = _offer_count(members)
-        order: list[str] = []
-        for subset in get_sets(attributes, len(attributes) - 1):
-            for attribute in subset:
-                if attribute not in order:
-                    order.append(attribute)
+        # The stack's tally less the pools carrying an attribute is the tally of those
+        # without it (tallies are sums), so each candidate costs only its removals.
+        full = self._tally(members)
+        index = self.ctx.index
         candidates = [members]
-        for attribute in order:
-            without = [m for m in members if not has(m.unit, attribute)]
-            if not self._stack_failures(without) and _offer_count(without) == original:
+        for attribute in _subset_order(tuple(attributes)):
+            without: list[Member] = []
+            tally = full.copy()
+            k = index.get(attribute, -1)  # -1: guest_limit (arch is never carried here)
+            for m in members:
+                unit = m.unit
+                if (unit.sizes[k] if k >= 0 else unit.guest_limit) is not None:
+                    tally.add(unit, m.available, -1)
+                else:
+                    without.append(m)
+            if tally.covers(self._limit(without)) and _offer_count(without) == original:
                 candidates.append(without)
         # Score per pool: (virt_only 100 + host-specific 150) summed over the candidate's
         # pools and divided by their number; compared exactly by cross-multiplying.
@@ -219,7 +257,7 @@ class GroupWork:
         best_len = 1
         for i, candidate in enumerate(candidates):
             total = sum(
-                (100 if m.view.virt_only else 0) + (150 if m.view.host_specific else 0)
+                (100 if m.view.virt_only else 0) + (150 if m.view.requires_host is not None else 0)
                 for m in candidate
             )
             n = len(candidate)
@@ -227,9 +265,10 @@ class GroupWork:
                 best, best_total, best_len, size = i, total, n, n
             elif total * best_len == best_total * n and size > n:
                 best, size = i, n
-        chosen = {m.view.id for m in candidates[best]}
-        self.removed_as_extra = [m.view.id for m in members if m.view.id not in chosen]
-        self.members = list(candidates[best])
+        if best:
+            chosen = {m.view.id for m in candidates[best]}
+            self.removed_as_extra = [m.view.id for m in members if m.view.id not in chosen]
+            self.members = list(candidates[best])
 
     def prune(self) -> None:
         if not self.stackable or len(self.members) < 2:
@@ -240,6 +279,7 @@ class GroupWork:
         for m in members:
             counts.update(m.offers)
         needed = offered = len(counts)
+        pruned: list[str] = []
         for i in range(len(members) - 1, -1, -1):
             m = members.pop(i)
             tally.add(m.unit, m.available, -1)
@@ -247,8 +287,8 @@ class GroupWork:
                 counts[offer] -= 1
                 if not counts[offer]:
                     offered -= 1
-            if members and offered == needed and not tally.failures(self._limit(members)):
-                self.pruned.append(m.view.id)
+            if members and offered == needed and tally.covers(self._limit(members)):
+                pruned.append(m.view.id)
                 continue
             # Breaks coverage or loses something needed: put it back (at the end).
             members.append(m)
@@ -258,22 +298,21 @@ class GroupWork:
                     offered += 1
                 counts[offer] += 1
         self.members = members
+        self.pruned = pruned
 
     # ---- metrics used to pick the best groups ------------------------------------------
 
-    def average_priority(self) -> Fraction:
-        """The mean pool priority (exact)."""
-        if self._average is None:
-            total = sum(m.priority for m in self.members)
-            self._average = Fraction(total, len(self.members) * self.scale)
-        return self._average
+    def average_priority(self) -> float:
+        """The mean pool priority, as the nearest float (the explanation's figure).
 
-    def priority_sum(self) -> tuple[int, int]:
-        """(sum of scaled priorities, number of pools): the average without dividing."""
-        return sum(m.priority for m in self.members), len(self.members)
+        Integer true division is correctly rounded, so this is exactly the float of the
+        exact mean (the scaled sum over the number of pools times the scale).
+        """
+        return sum(m.priority for m in self.members) / (len(self.members) * self.scale)
 
-    def priority_of(self, member: Member) -> Fraction:
-        return Fraction(member.priority, self.scale)
+    def priority_of(self, member: Member) -> float:
+        """A pool's priority as the nearest float (see :meth:`average_priority`)."""
+        return member.priority / self.scale
 
     def host_specific(self) -> int:
         """Number of host-specific (requires_host) pools."""

@@ -206,7 +206,7 @@ def solve_guest_host_attach(job: GuestHostAttachJob, ctx: Context) -> GuestHostA
     log = ProblemLog.new()
     guest = read_consumer(job.guest, "guest", log)
     host = read_consumer(job.host, "host", log)
-    pools = read_pools(job.pools, "pools", log)
+    pools = read_pools(job.pools, "pools", log, limits)
     host_ents = read_entitlements(job.host_entitlements, "host_entitlements", log)
     guest_ents = read_entitlements(job.guest_entitlements, "guest_entitlements", log)
     known = {p.id for p in job.pools}

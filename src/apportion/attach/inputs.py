@@ -56,9 +56,14 @@ def check_limits(
     pools: tuple[str, Sequence[Pool]],
     entitlements: Sequence[tuple[str, Sequence[Entitlement]]],
     products: tuple[str, Sequence[str] | None] | None = None,
-    compliance: tuple[str, Compliance | None] | None = None,
 ) -> None:
-    """Refuse a job whose sizes exceed the configured limits (before any work)."""
+    """Refuse a job whose sizes exceed the configured limits (before any work).
+
+    The product lists of each pool are bounded while the pools are checked
+    (:func:`check_pool_list`, :func:`read_pools`), and a given compliance status by
+    :func:`check_compliance_limit` right after, so the first limit exceeded, in this
+    order, is the one reported.
+    """
     path, pool_list = pools
     if len(pool_list) > limits.max_pools:
         raise _too_many(path, len(pool_list), limits.max_pools, "pools")
@@ -75,36 +80,38 @@ def check_limits(
     for epath, ents in entitlements:
         if len(ents) > limits.max_entitlements:
             raise _too_many(epath, len(ents), limits.max_entitlements, "entitlements")
-    for i, pool in enumerate(pool_list):
-        for name in ("provided_products", "derived_provided_products"):
-            listed = getattr(pool, name)
-            if len(listed) > limits.max_products:
-                raise _too_many(f"{path}[{i}].{name}", len(listed), limits.max_products, "products")
-    if compliance is not None:
-        cpath, comp = compliance
-        if comp is not None:
-            tables = (
-                comp.compliant_products,
-                comp.partially_compliant_products,
-                comp.partial_stacks,
-            )
-            count = sum(len(ents) for table in tables for ents in table.values())
-            if count > limits.max_entitlements:
-                raise _too_many(cpath, count, limits.max_entitlements, "entitlements")
+
+
+def check_compliance_limit(limits: Limits, path: str, compliance: Compliance | None) -> None:
+    """Refuse a given compliance status listing more entitlements than the limit."""
+    if compliance is None:
+        return
+    tables = (
+        compliance.compliant_products,
+        compliance.partially_compliant_products,
+        compliance.partial_stacks,
+    )
+    count = sum(len(ents) for table in tables for ents in table.values())
+    if count > limits.max_entitlements:
+        raise _too_many(path, count, limits.max_entitlements, "entitlements")
 
 
 def read_consumer(consumer: Consumer, path: str, log: ProblemLog) -> ConsumerProfile:
     return consumer_profile(consumer, path, log)
 
 
-def read_pools(pools: Sequence[Pool], path: str, log: ProblemLog) -> list[PoolView]:
+def read_pools(
+    pools: Sequence[Pool], path: str, log: ProblemLog, limits: Limits | None = None
+) -> list[PoolView]:
     """Check and read every pool (guest_host_attach filters all of them for two consumers)."""
-    return view_pools(pools, path, log)
+    return view_pools(pools, path, log, None if limits is None else limits.max_products)
 
 
-def check_pool_list(pools: Sequence[Pool], path: str, log: ProblemLog) -> Sequence[Pool]:
+def check_pool_list(
+    pools: Sequence[Pool], path: str, log: ProblemLog, limits: Limits
+) -> Sequence[Pool]:
     """Check every pool; auto_attach reads only those that can matter (see run_attach)."""
-    check_pools(pools, path, log)
+    check_pools(pools, path, log, limits.max_products)
     return pools
 
 

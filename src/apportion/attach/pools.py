@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from functools import lru_cache
+from types import MappingProxyType
 from typing import NamedTuple, cast
 
 from apportion.attach.facts import ConsumerProfile
@@ -27,6 +27,7 @@ from apportion.attach.values import (
     whole_number,
 )
 from apportion.contracts.attach import Pool
+from apportion.errors import Rejected
 
 SIZE_ATTRIBUTES = ("sockets", "cores", "ram", "vcpu", "storage_band")
 # Whole-number attributes and whether "-1" is allowed (guest_limit: unlimited guests).
@@ -79,12 +80,38 @@ class PoolView(NamedTuple):
     sizes: Mapping[str, int]
     instance_multiplier: int | None
     instance_multiplier_pool_first: int | None
-    roles: frozenset[str]
-    addons: frozenset[str]
-    support_level: frozenset[str]
-    usage: frozenset[str]
-    support_type: frozenset[str]
+    # The syspurpose attributes as written (comma lists; None when unset). They are split
+    # on demand (see the properties below): scoring reads the raw strings, which recur.
+    purpose: tuple[str | None, str | None, str | None, str | None, str | None]
     virt_limit: str | None
+    # Whether the pool sets any of the attributes most pools leave unset (_RARE): when it
+    # does not, the filters reading them have nothing to check.
+    rare: bool
+
+    @property
+    def roles(self) -> frozenset[str]:
+        raw = self.purpose[0]
+        return _EMPTY if raw is None else _split(raw)
+
+    @property
+    def addons(self) -> frozenset[str]:
+        raw = self.purpose[1]
+        return _EMPTY if raw is None else _split(raw)
+
+    @property
+    def support_level(self) -> frozenset[str]:
+        raw = self.purpose[2]
+        return _EMPTY if raw is None else _split(raw)
+
+    @property
+    def usage(self) -> frozenset[str]:
+        raw = self.purpose[3]
+        return _EMPTY if raw is None else _split(raw)
+
+    @property
+    def support_type(self) -> frozenset[str]:
+        raw = self.purpose[4]
+        return _EMPTY if raw is None else _split(raw)
 
     @property
     def unlimited(self) -> bool:
@@ -158,11 +185,43 @@ def _int(value: str | None) -> int | None:
 
 
 _SIZE_NAMES = frozenset((*SIZE_ATTRIBUTES, "guest_limit"))
+# Attributes most pools leave unset; see PoolView.rare.
+_RARE = frozenset(
+    (
+        "virt_limit",
+        "virt_only",
+        "physical_only",
+        *_UNMAPPED,
+        "requires_host",
+        "requires_consumer",
+        "requires_consumer_type",
+    )
+)
 # NamedTuple's own constructor costs a keyword-argument call; thousands of pools are read
 # per job, so views are built with tuple.__new__ directly (same object, same fields).
 _new_view = tuple.__new__
-_split = lru_cache(maxsize=4096)(split_values)
 _EMPTY: frozenset[str] = frozenset()
+_NO_ATTRIBUTES: Mapping[str, str] = MappingProxyType({})
+
+# Pure functions of a few distinct strings, called for thousands of pools: their results
+# are kept in plain dicts (a dict lookup costs a fraction of an lru_cache call), cleared
+# when they grow past a bound so a job with many distinct values cannot grow them.
+_CACHE_BOUND = 4096
+_SPLITS: dict[str, frozenset[str]] = {}
+_ARCHES: dict[tuple[str | None, str | None, str], bool] = {}
+
+
+def split_values_cached(raw: str) -> frozenset[str]:
+    """:func:`split_values`, remembered (the same syspurpose strings recur across pools)."""
+    found = _SPLITS.get(raw)
+    if found is None:
+        if len(_SPLITS) >= _CACHE_BOUND:
+            _SPLITS.clear()
+        found = _SPLITS[raw] = split_values(raw)
+    return found
+
+
+_split = split_values_cached
 
 
 def _flag(attrs: Mapping[str, str], name: str) -> bool:
@@ -180,27 +239,55 @@ def _cleaned(attrs: Mapping[str, str | None]) -> Mapping[str, str]:
 
 def view_pool(pool: Pool, index: int) -> PoolView:
     """Read ``pool`` (already checked by :func:`check_pool`)."""
-    own = _cleaned(pool.attributes) if pool.attributes else {}
-    product = _cleaned(pool.product_attributes) if pool.product_attributes else {}
-    pool_first: Mapping[str, str] = {**product, **own} if own else product
-    product_first: Mapping[str, str] = {**own, **product} if own else product
+    own_attributes = pool.attributes
+    product_attributes = pool.product_attributes
+    product: Mapping[str, str]
+    if not product_attributes:
+        product = _NO_ATTRIBUTES
+    elif "0" in (values := product_attributes.values()) or None in values:
+        product = _clean(product_attributes)
+    else:
+        product = product_attributes  # type: ignore[assignment]  # no None values (checked)
+    pool_first: Mapping[str, str]
+    product_first: Mapping[str, str]
+    if own_attributes and (own := _cleaned(own_attributes)):
+        pool_first = {**product, **own}
+        product_first = {**own, **product}
+    else:
+        pool_first = product_first = product
     derived: tuple[str, ...] | None = None
     if pool.derived_product_id is not None:
         derived = (pool.derived_product_id, *pool.derived_provided_products)
-    sizes = {k: int(v) for k, v in product_first.items() if k in _SIZE_NAMES}
+    sizes: dict[str, int] = {}
+    for name in _SIZE_NAMES.intersection(product_first):
+        sizes[name] = int(product_first[name])
     get_prod = product_first.get
     get_pool = pool_first.get
-    stacking = pool.product_attributes.get("stacking_id")
-    limit = get_prod("virt_limit")
+    stacking = product_attributes.get("stacking_id")
     multi = get_prod("multi-entitlement")
-    flag_prod, flag_pool = get_prod("virt_only"), get_pool("virt_only")
-    virt_only = flag_prod is not None and flag_prod.lower() == "true"
-    virt_only_any = virt_only or (flag_pool is not None and flag_pool.lower() == "true")
-    physical = get_pool("physical_only")
-    unmapped = get_pool(_UNMAPPED[0]) or get_pool(_UNMAPPED[1])
+    # Both merged mappings have the same keys, so one check covers either reading.
+    rare = not _RARE.isdisjoint(pool_first)
+    if rare:
+        limit = get_prod("virt_limit")
+        flag_prod, flag_pool = get_prod("virt_only"), get_pool("virt_only")
+        virt_only = flag_prod is not None and flag_prod.lower() == "true"
+        virt_only_any = virt_only or (flag_pool is not None and flag_pool.lower() == "true")
+        physical = get_pool("physical_only")
+        unmapped = get_pool(_UNMAPPED[0]) or get_pool(_UNMAPPED[1])
+        unmapped_only = unmapped is not None and (
+            _flag(pool_first, _UNMAPPED[0]) or _flag(pool_first, _UNMAPPED[1])
+        )
+        requires_host = get_pool("requires_host")
+        requires_consumer = get_pool("requires_consumer")
+        requires_type, product_type = (
+            get_pool("requires_consumer_type"),
+            get_prod("requires_consumer_type"),
+        )
+    else:
+        limit = physical = requires_host = requires_consumer = None
+        requires_type = product_type = None
+        virt_only = virt_only_any = unmapped_only = False
     im_prod, im_pool = get_prod("instance_multiplier"), get_pool("instance_multiplier")
-    roles, addons = get_prod("roles"), get_prod("addons")
-    level, usage, support = get_prod("support_level"), get_prod("usage"), get_prod("support_type")
     start, end = pool.start_date, pool.end_date
     return _new_view(
         PoolView,
@@ -217,13 +304,11 @@ def view_pool(pool: Pool, index: int) -> PoolView:
             virt_only,
             virt_only_any,
             physical is not None and physical.lower() == "true",
-            _flag(pool_first, _UNMAPPED[0]) or _flag(pool_first, _UNMAPPED[1])
-            if unmapped is not None
-            else False,
-            get_pool("requires_host"),
-            get_pool("requires_consumer"),
-            get_pool("requires_consumer_type"),
-            get_prod("requires_consumer_type"),
+            unmapped_only,
+            requires_host,
+            requires_consumer,
+            requires_type,
+            product_type,
             pool.quantity,
             pool.consumed,
             start if start is None or start.tzinfo is not None else as_utc(start),
@@ -232,30 +317,59 @@ def view_pool(pool: Pool, index: int) -> PoolView:
             sizes,
             None if im_prod is None else int(im_prod),
             None if im_pool is None else int(im_pool),
-            _split(roles) if roles is not None else _EMPTY,
-            _split(addons) if addons is not None else _EMPTY,
-            _split(level) if level is not None else _EMPTY,
-            _split(usage) if usage is not None else _EMPTY,
-            _split(support) if support is not None else _EMPTY,
+            (
+                get_prod("roles"),
+                get_prod("addons"),
+                get_prod("support_level"),
+                get_prod("usage"),
+                get_prod("support_type"),
+            ),
             None if limit is None else limit.strip().lower(),
+            rare,
         ),
     )
 
 
-def check_pools(pools: Sequence[Pool], path: str, log: ProblemLog) -> None:
-    """Check a list of pools; duplicate ids are problems too."""
+def check_pools(
+    pools: Sequence[Pool], path: str, log: ProblemLog, max_products: int | None = None
+) -> None:
+    """Check a list of pools; duplicate ids are problems too.
+
+    With ``max_products``, a pool listing more (derived) provided products than that is
+    refused at once with ``limit_exceeded`` (:class:`Rejected`), before any other problem.
+    """
     seen: dict[str, int] = {}
+    remember = seen.setdefault
     for i, pool in enumerate(pools):
-        previous = seen.setdefault(pool.id, i)
+        previous = remember(pool.id, i)
         if previous != i:
             log.add(f"{path}[{i}].id", f"duplicate pool id {pool.id!r} (also {path}[{previous}])")
+        if max_products is not None and (
+            len(pool.provided_products) > max_products
+            or len(pool.derived_provided_products) > max_products
+        ):
+            _check_product_lists(pool, f"{path}[{i}]", max_products)
         # Inlined check_pool for the common case of clean values (thousands of pools).
-        if pool.quantity < -1 or not all(
-            _clean_numbers(attrs)
-            for attrs in (pool.attributes, pool.product_attributes, pool.derived_product_attributes)
-            if attrs
+        if (
+            pool.quantity < -1
+            or ((attrs := pool.product_attributes) and not _clean_numbers(attrs))
+            or ((attrs := pool.attributes) and not _clean_numbers(attrs))
+            or ((attrs := pool.derived_product_attributes) and not _clean_numbers(attrs))
         ):
             check_pool(pool, f"{path}[{i}]", log)
+
+
+def _check_product_lists(pool: Pool, path: str, limit: int) -> None:
+    for name, listed in (
+        ("provided_products", pool.provided_products),
+        ("derived_provided_products", pool.derived_provided_products),
+    ):
+        if len(listed) > limit:
+            raise Rejected.at(
+                f"{path}.{name}",
+                f"{len(listed)} products exceed the limit of {limit} per job",
+                code="limit_exceeded",
+            )
 
 
 _CHECKED = frozenset((*_NUMERIC, "virt_limit"))
@@ -274,50 +388,14 @@ def _clean_numbers(attrs: Mapping[str, str | None]) -> bool:
     return True
 
 
-def view_pools(pools: Sequence[Pool], path: str, log: ProblemLog) -> list[PoolView]:
+def view_pools(
+    pools: Sequence[Pool], path: str, log: ProblemLog, max_products: int | None = None
+) -> list[PoolView]:
     """Check and read a list of pools."""
-    check_pools(pools, path, log)
+    check_pools(pools, path, log, max_products)
     if log:
         return []
     return [view_pool(pool, i) for i, pool in enumerate(pools)]
-
-
-def _product_first(pool: Pool, name: str) -> str | None:
-    value = pool.product_attributes.get(name)
-    if value is None or value == "0":
-        value = pool.attributes.get(name)
-        if value == "0":
-            return None
-    return value
-
-
-def group_key(pool: Pool) -> tuple[str, str]:
-    """The entitlement group a pool belongs to: its stack, or itself."""
-    stacking = pool.product_attributes.get("stacking_id")
-    return ("stack", stacking) if stacking is not None else ("pool", pool.id)
-
-
-def raw_offers(
-    pool: Pool, consider_derived: bool, syspurpose: bool = True
-) -> tuple[tuple[str, ...], frozenset[str], frozenset[str]]:
-    """Products, roles and addons a pool provides, read without building its view.
-
-    Used to skip the groups that provide nothing still needed before any other work;
-    roles and addons are only read when the consumer still needs some (``syspurpose``).
-    """
-    if consider_derived and pool.derived_product_id is not None:
-        products = (pool.derived_product_id, *pool.derived_provided_products)
-    else:
-        products = (pool.product_id, *pool.provided_products)
-    if not syspurpose:
-        return products, _EMPTY, _EMPTY
-    roles = _product_first(pool, "roles")
-    addons = _product_first(pool, "addons")
-    return (
-        products,
-        _split(roles) if roles is not None else _EMPTY,
-        _split(addons) if addons is not None else _EMPTY,
-    )
 
 
 def arch_matches(product_arch: str | None, consumer_arch: str | None, consumer_type: str) -> bool:
@@ -326,6 +404,16 @@ def arch_matches(product_arch: str | None, consumer_arch: str | None, consumer_t
     The product's list is split on commas without trimming, as the reference does.
     A consumer without an arch fact passes unless its type is ``system``.
     """
+    key = (product_arch, consumer_arch, consumer_type)
+    found = _ARCHES.get(key)
+    if found is None:
+        if len(_ARCHES) >= _CACHE_BOUND:
+            _ARCHES.clear()
+        found = _ARCHES[key] = _arch_matches(product_arch, consumer_arch, consumer_type)
+    return found
+
+
+def _arch_matches(product_arch: str | None, consumer_arch: str | None, consumer_type: str) -> bool:
     if not consumer_arch and consumer_type != "system":
         return True
     if product_arch is None:
@@ -409,7 +497,6 @@ def drop_reason(
     check_quantity: bool = True,
 ) -> Drop | None:
     """The first validation step or pre-entitlement filter ``view`` fails, if any."""
-    guest = consumer.is_guest
     if view.start is not None and view.start > at:
         return Drop("date", f"starts {view.start.isoformat()}, after {at.isoformat()}")
     if view.end is not None and view.end < at:
@@ -420,6 +507,33 @@ def drop_reason(
         return Drop(
             "consumer_type", f"consumer type {consumer.type_label!r} needs requires_consumer_type"
         )
+    if view.rare:
+        drop = _rare_filters(view, consumer, host_uuid)
+        if drop is not None:
+            return drop
+    # The rules' own arch check lets a consumer without an arch fact through, but the
+    # server's pre-entitlement check (by consumer type) is the stricter one and runs too.
+    if not arch_matches(view.arch, consumer.arch, consumer.type_label):
+        return Drop("arch", f"arch {view.arch!r} does not include {consumer.arch!r}")
+    drop = _size_filters(view, consumer)
+    if drop is not None:
+        return drop
+    if not check_quantity:
+        return None
+    if available <= 0:
+        return Drop("quantity", "no quantity available")
+    multiplier = view.instance_multiplier
+    if not consumer.is_guest and multiplier is not None and available < multiplier:
+        return Drop(
+            "instance_multiplier",
+            f"only {available} available, less than instance_multiplier {multiplier}",
+        )
+    return None
+
+
+def _rare_filters(view: PoolView, consumer: ConsumerProfile, host_uuid: str | None) -> Drop | None:
+    """The filters on attributes most pools leave unset (see PoolView.rare), in order."""
+    guest = consumer.is_guest
     if view.requires_consumer is not None and view.requires_consumer != consumer.uuid:
         return Drop("requires_consumer", f"reserved for consumer {view.requires_consumer!r}")
     wanted_type = view.requires_consumer_type
@@ -443,23 +557,6 @@ def drop_reason(
             f"requires host {view.requires_host!r}; the consumer's host is {host_uuid!r}"
             if guest
             else f"requires host {view.requires_host!r} and the consumer is not a guest",
-        )
-    # The rules' own arch check lets a consumer without an arch fact through, but the
-    # server's pre-entitlement check (by consumer type) is the stricter one and runs too.
-    if not arch_matches(view.arch, consumer.arch, consumer.type_label):
-        return Drop("arch", f"arch {view.arch!r} does not include {consumer.arch!r}")
-    drop = _size_filters(view, consumer)
-    if drop is not None:
-        return drop
-    if not check_quantity:
-        return None
-    if available <= 0:
-        return Drop("quantity", "no quantity available")
-    multiplier = view.instance_multiplier
-    if not guest and multiplier is not None and available < multiplier:
-        return Drop(
-            "instance_multiplier",
-            f"only {available} available, less than instance_multiplier {multiplier}",
         )
     return None
 

@@ -24,13 +24,13 @@ Scores are exact fractions; they are only turned into floats for the explanation
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from operator import attrgetter
 
 from apportion.attach.facts import ConsumerProfile
 from apportion.attach.pools import PoolView
+from apportion.attach.values import split_values
 
 CATEGORIES = ("products", "roles", "addons", "support_level", "usage", "support_type")
 _SIZING = ("sockets", "cores", "ram", "vcpu")
@@ -98,9 +98,6 @@ class Wants:
     specified: Mapping[str, frozenset[str]]
 
 
-_READ = {name: attrgetter(name) for name in CATEGORIES if name != "products"}
-
-
 class Scorer:
     """Pool priorities for one consumer, as exact integers in units of ``1 / scale``.
 
@@ -115,9 +112,14 @@ class Scorer:
     __slots__ = (
         "_categories",
         "_guest",
+        "_hundred",
+        "_hundred_fifty",
         "_needs",
+        "_purpose",
         "_sizing",
+        "_sizing_plan",
         "_table",
+        "_twenty",
         "consumer",
         "profile",
         "scale",
@@ -147,6 +149,9 @@ class Scorer:
         self.start = int(profile.start * scale)
         # Per category: (name, unsatisfied, specified, match unit, null score, mismatch unit).
         self._categories: list[tuple[str, frozenset[str], frozenset[str], int, int, int]] = []
+        # score() reads the categories in this order: products first, then the pool's
+        # syspurpose values in the order of CATEGORIES.
+        assert tuple(c for c, _ in profile.weights) == CATEGORIES[: len(profile.weights)]
         for category, weight in profile.weights:
             unsatisfied = wants.unsatisfied[category]
             specified = wants.specified[category]
@@ -164,6 +169,13 @@ class Scorer:
             )
         # (attribute, pool size) → (entitlements required, scaled points when available).
         self._table: dict[tuple[str, int], tuple[int, int]] = {}
+        # Per syspurpose category scored (roles, addons, support_level, usage and in 5.44
+        # support_type): the attribute as written → scaled points.
+        self._purpose: tuple[dict[str | None, int], ...] = tuple({} for _ in profile.weights[1:])
+        self._sizing_plan = tuple((a, self._needs[a] > 0) for a in self._sizing)
+        self._hundred = 100 * scale
+        self._hundred_fifty = 150 * scale
+        self._twenty = 20 * scale
 
     def _sizing_entry(self, attribute: str, size: int) -> tuple[int, int]:
         entry = self._table.get((attribute, size))
@@ -175,37 +187,59 @@ class Scorer:
             self._table[(attribute, size)] = entry
         return entry
 
+    def _category_points(self, index: int, raw: str | None) -> int:
+        """The scaled points of syspurpose category ``index`` (1 = roles …) for a pool whose
+        attribute is written ``raw`` (None when unset)."""
+        _, unsatisfied, specified, match, null, mismatch = self._categories[index]
+        values = split_values(raw)
+        total = 0
+        if unsatisfied:
+            total += match * len(unsatisfied.intersection(values))
+        elif not values:
+            total += null
+        if specified and values:
+            total += mismatch * len(specified.difference(values))
+        self._purpose[index - 1][raw] = total
+        return total
+
     def score(self, view: PoolView, sizes: Mapping[str, int] | None = None) -> int:
         if sizes is None:
             sizes = view.sizes_for(self._guest)
         total = self.start
-        for category, unsatisfied, specified, match, null, mismatch in self._categories:
-            values: Collection[str]
-            if category == "products":
-                derived = view.derived_products
-                values = derived if derived is not None else view.products
-            else:
-                values = _READ[category](view)
-            if unsatisfied:
-                total += match * len(unsatisfied.intersection(values))
-            elif not values:
-                total += null
-            if specified and values:
-                total += mismatch * len(specified.difference(values))
+        _, unsatisfied, specified, match, null, mismatch = self._categories[0]
+        derived = view.derived_products
+        products = derived if derived is not None else view.products
+        if unsatisfied:
+            total += match * len(unsatisfied.intersection(products))
+        elif not products:
+            total += null
+        if specified and products:
+            # |specified − products|, counted without copying the (possibly thousands of)
+            # specified products: the intersection walks the pool's few products.
+            total += mismatch * (len(specified) - len(specified.intersection(products)))
+        # The syspurpose values of pools are drawn from a few distinct strings, so each
+        # category's points are computed once per string as written.
+        index = 1
+        for known, raw in zip(self._purpose, view.purpose, strict=False):
+            points = known.get(raw)
+            total += points if points is not None else self._category_points(index, raw)
+            index += 1
         if view.virt_only:
-            total += 100 * self.scale
+            total += self._hundred
         if view.requires_host is not None:
-            total += 150 * self.scale
-        twenty = 20 * self.scale
-        for attribute in self._sizing:
+            total += self._hundred_fifty
+        twenty = self._twenty
+        table = self._table
+        for attribute, applies in self._sizing_plan:
             size = sizes.get(attribute)
-            if size is None or size <= 0 or self._needs[attribute] <= 0:
+            if not applies or size is None or size <= 0:
                 total += twenty  # either side does not set it
                 continue
-            required, points = self._sizing_entry(attribute, size)
+            entry = table.get((attribute, size))
+            required, points = entry if entry is not None else self._sizing_entry(attribute, size)
             # Instance-based pools: the available count is in instances, not entitlements.
             multi = (view.instance_multiplier_pool_first or 1) if attribute == "sockets" else 1
-            if view.available >= required * multi:
+            if view.quantity - view.consumed >= required * multi:
                 total += points
         return total
 

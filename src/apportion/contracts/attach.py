@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from apportion.contracts.base import JobBase, WireModel, alias
 
@@ -57,7 +57,10 @@ def _product_ref(value: Any) -> Any:
 
 
 Attributes = Annotated[dict[str, str | None], BeforeValidator(_attributes)]
-ProductId = Annotated[str, BeforeValidator(_product_ref), Field(min_length=1, max_length=256)]
+_PRODUCT_ID_MAX = 256
+ProductId = Annotated[
+    str, BeforeValidator(_product_ref), Field(min_length=1, max_length=_PRODUCT_ID_MAX)
+]
 
 
 def _facts(value: Any) -> Any:
@@ -112,7 +115,15 @@ class Consumer(WireModel):
     )
 
 
-class Pool(WireModel):
+class _PoolReading(WireModel):
+    """Every form a pool may arrive in, read field by field (Candlepin's and ours).
+
+    :class:`Pool` only falls back to this reading when its fast check finds a field
+    that is not already in the plain form (attribute lists, numbers or booleans as
+    attribute values, product references as objects, anything invalid), so the values
+    it accepts, the values it produces and the errors it reports are this model's.
+    """
+
     id: str = Field(min_length=1, max_length=256)
     product_id: str = Field(validation_alias=alias("product_id", "productId"), min_length=1)
     quantity: int = Field(description="-1 = unlimited")
@@ -139,6 +150,97 @@ class Pool(WireModel):
         default_factory=list,
         validation_alias=alias("derived_provided_products", "derivedProvidedProducts"),
     )
+
+
+# The keys (field names and their aliases) whose values the per-field readers of
+# _PoolReading convert; when each holds the plain form, nothing needs converting.
+_ATTRIBUTE_KEYS = (
+    "attributes",
+    "product_attributes",
+    "productAttributes",
+    "derived_product_attributes",
+    "derivedProductAttributes",
+)
+_PRODUCT_KEYS = (
+    "provided_products",
+    "providedProducts",
+    "derived_provided_products",
+    "derivedProvidedProducts",
+)
+_ABSENT = object()
+
+
+def _plain_pool(data: dict[Any, Any]) -> bool:
+    """Whether every convertible field of ``data`` is absent or already in the plain form:
+    attributes a dict of strings, product lists lists of valid ids (1 to 256 characters;
+    the per-field reading words a length error its own way, so those go there)."""
+    get = data.get
+    for key in _ATTRIBUTE_KEYS:
+        value = get(key, _ABSENT)
+        if value is _ABSENT:
+            continue
+        if type(value) is not dict:
+            return False
+        for item in value.values():
+            if type(item) is not str:
+                return False
+    for key in _PRODUCT_KEYS:
+        value = get(key, _ABSENT)
+        if value is _ABSENT:
+            continue
+        if type(value) is not list:
+            return False
+        for item in value:
+            if type(item) is not str or not 0 < len(item) <= _PRODUCT_ID_MAX:
+                return False
+    return True
+
+
+# Never fails on the fast path (checked by _plain_pool); kept for the published schema.
+PlainProductId = Annotated[str, Field(min_length=1, max_length=_PRODUCT_ID_MAX)]
+
+
+# Thousands of pools arrive per job, so the per-field conversions (Candlepin's attribute
+# lists, numbers and booleans as attribute values, product objects) are not run on every
+# field: one check per pool finds the pools already in the plain form (attributes
+# dict[str, str], product references plain ids), which pydantic validates natively; any
+# other pool is read by _PoolReading, which gives the values and the errors (at the same
+# paths) of the per-field reading. (No docstring: it would change the published schema.)
+class Pool(WireModel):
+    id: str = Field(min_length=1, max_length=256)
+    product_id: str = Field(validation_alias=alias("product_id", "productId"), min_length=1)
+    quantity: int = Field(description="-1 = unlimited")
+    consumed: int = Field(default=0, ge=0)
+    start_date: datetime | None = Field(
+        default=None, validation_alias=alias("start_date", "startDate")
+    )
+    end_date: datetime | None = Field(default=None, validation_alias=alias("end_date", "endDate"))
+    attributes: dict[str, str | None] = Field(default_factory=dict)
+    product_attributes: dict[str, str | None] = Field(
+        default_factory=dict, validation_alias=alias("product_attributes", "productAttributes")
+    )
+    provided_products: list[PlainProductId] = Field(
+        default_factory=list, validation_alias=alias("provided_products", "providedProducts")
+    )
+    derived_product_id: str | None = Field(
+        default=None, validation_alias=alias("derived_product_id", "derivedProductId")
+    )
+    derived_product_attributes: dict[str, str | None] = Field(
+        default_factory=dict,
+        validation_alias=alias("derived_product_attributes", "derivedProductAttributes"),
+    )
+    derived_provided_products: list[PlainProductId] = Field(
+        default_factory=list,
+        validation_alias=alias("derived_provided_products", "derivedProvidedProducts"),
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_other_forms(cls, data: Any) -> Any:
+        if type(data) is not dict or _plain_pool(data):
+            return data
+        # A ValidationError raised here is reported at this pool's path, field by field.
+        return dict(_PoolReading.model_validate(data))
 
 
 class Entitlement(WireModel):

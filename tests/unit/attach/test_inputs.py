@@ -201,6 +201,21 @@ def test_limits_bound_pools_products_and_entitlements() -> None:
     assert envelope.status == "ok"
 
 
+def test_the_first_limit_exceeded_is_reported_pools_before_compliance() -> None:
+    tight = Context(limits=Limits(max_pools=5, max_products=2, max_entitlements=1), now=NOW)
+    compliance = {"compliant_products": {"x": [ent("e1", pool("a")), ent("e2", pool("b"))]}}
+    wide = pool("w", provided=("x", "y", "z"))
+    bad = pool("bad", pattrs={"sockets": "many"})
+    both = job(consumer(), [bad, wide], None, compliance=compliance)
+    assert _details("auto_attach", both, tight) == [
+        ("pools[1].provided_products", "3 products exceed the limit of 2 per job")
+    ]
+    only_compliance = job(consumer(), [bad], None, compliance=compliance)
+    assert _details("auto_attach", only_compliance, tight) == [
+        ("compliance", "2 entitlements exceed the limit of 1 per job")
+    ]
+
+
 def _guest_job() -> dict[str, Any]:
     data: dict[str, Any] = json.loads((EXAMPLES / "guest_host_attach.json").read_text())
     return data
