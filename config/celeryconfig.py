@@ -35,6 +35,27 @@ def task_time_limits(settings: Settings) -> dict[str, dict[str, float]]:
     return out
 
 
+# How long a producer's send_task (and a worker's own retry/result writes) keep trying
+# while Redis is unreachable before raising: long enough to ride out a Redis restart
+# (append-only file reload included), short enough that a caller is not left hanging.
+# Intervals 0, 0.5, 1, 1, … s: about 20 s in all. Celery's own default gives up after
+# ~0.6 s, so a send during a restart failed although Redis was back a second later.
+PRODUCER_RETRY_POLICY: dict[str, float] = {
+    "max_retries": 20,
+    "interval_start": 0,
+    "interval_step": 0.5,
+    "interval_max": 1,
+}
+
+# kombu's Redis transport with a fix for a worker that stops consuming after a Redis
+# restart (workers/transport.py). Sentinel URLs keep kombu's own transport.
+FIXED_REDIS_TRANSPORT = "workers.transport:Transport"
+
+
+def broker_transport(url: str) -> str | None:
+    return FIXED_REDIS_TRANSPORT if url.startswith(("redis://", "rediss://")) else None
+
+
 def celery_config(settings: Settings) -> dict[str, Any]:
     vt = settings.visibility_timeout
     transport_options = {
@@ -45,17 +66,44 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # visibility timeout actually yields a prompt redelivery.
         "unacked_restore_interval": settings.unacked_restore_interval,
         "unacked_restore_throttle": 1,
+        # The sweep holds a Redis lock for a few milliseconds. kombu lets it live 300 s:
+        # a worker SIGKILLed while holding it would stop every redelivery for 5 minutes.
+        "unacked_mutex_expire": 10,
+        # A broker that vanishes without closing the TCP connection (failover, NAT or
+        # firewall timeout) must not hang a publish or an ack forever: time out, and
+        # let kombu's reconnection take over. Keepalive and health checks find dead
+        # idle connections before a command does.
+        "socket_timeout": 30,
+        "socket_connect_timeout": 5,
+        "socket_keepalive": True,
+        "health_check_interval": 10,
     }
     exchange = Exchange("apportion", type="direct")
     return {
         "broker_url": settings.broker,
+        "broker_transport": broker_transport(settings.broker),
         "result_backend": settings.backend,
         "broker_transport_options": dict(transport_options),
-        # The Redis result backend's own pub/sub and locks read the same option.
-        "result_backend_transport_options": {"visibility_timeout": vt},
+        # The Redis result backend's own pub/sub and locks read the same option;
+        # retry_policy bounds its reconnection (a producer's send_task subscribes to
+        # the result first, so this is what a send during an outage waits for).
+        "result_backend_transport_options": {
+            "visibility_timeout": vt,
+            "retry_policy": dict(PRODUCER_RETRY_POLICY),
+        },
         "visibility_timeout": vt,
         "broker_connection_retry_on_startup": True,
         "broker_connection_max_retries": None,  # keep reconnecting; never exit on an outage
+        "task_publish_retry": True,
+        "task_publish_retry_policy": dict(PRODUCER_RETRY_POLICY),
+        # Storing a result while Redis restarts: wait for it instead of failing the
+        # task. Without this a job whose event was already published ended as FAILURE
+        # in the backend (Celery's read-before-write raised ConnectionError). Bounded:
+        # ~15 retries with backoff up to 2 s, inside the task's time limits.
+        "result_backend_always_retry": True,
+        "result_backend_max_retries": 15,
+        "result_backend_base_sleep_between_retries_ms": 100,
+        "result_backend_max_sleep_between_retries_ms": 2000,
         # JSON only. Pickle would let any producer run code in our workers.
         "task_serializer": "json",
         "result_serializer": "json",
@@ -66,9 +114,14 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # (SIGKILL, OOM) gives it back instead of losing it.
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
-        # On a broker connection loss, tasks whose ack can no longer be sent will be
-        # redelivered; cancel them instead of finishing twice.
-        "worker_cancel_long_running_tasks_on_connection_loss": True,
+        # On a broker connection loss, let running jobs finish. Cancelling them (True)
+        # loses jobs when the result backend is the same Redis: Celery records the
+        # cancellation in the backend, which is down, so the terminated job is then
+        # taken for a revoked one and acknowledged — never redelivered (seen in
+        # tests/integration/test_faults_redis_restart.py). Finishing is safe: the
+        # result event is published once per job_id, and a job whose ack could not be
+        # sent is redelivered after the visibility timeout and publishes nothing new.
+        "worker_cancel_long_running_tasks_on_connection_loss": False,
         "worker_prefetch_multiplier": 1,
         "task_queues": [Queue(q, exchange, routing_key=q) for q in QUEUES],
         "task_default_queue": "partition",

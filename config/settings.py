@@ -133,6 +133,26 @@ class Settings(BaseSettings):
             )
         return self
 
+    @model_validator(mode="after")
+    def _idempotency_outlasts_redelivery(self) -> Settings:
+        # A job is redelivered up to a visibility timeout after its worker died, perhaps
+        # after it had published: its "already published" marker (and a launch outcome's
+        # "already recorded" marker, kept as long as the failure history) must still be
+        # there, or the redelivered job publishes (or records) a second time.
+        vt = self.visibility_timeout
+        if self.dedup_ttl <= vt:
+            raise ValueError(
+                f"APPORTION_DEDUP_TTL={self.dedup_ttl} must be longer than "
+                f"APPORTION_VISIBILITY_TIMEOUT={vt}, or a redelivered job could publish twice"
+            )
+        if self.failure_retention_hours * 3600 <= vt:
+            raise ValueError(
+                f"APPORTION_FAILURE_RETENTION_HOURS={self.failure_retention_hours:g} must be "
+                f"longer than APPORTION_VISIBILITY_TIMEOUT={vt} s, or a redelivered launch "
+                "outcome could be recorded twice"
+            )
+        return self
+
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import Celery
+from celery.signals import worker_init
 
 from config.celeryconfig import celery_config
 from config.settings import Settings, get_settings
@@ -29,6 +32,34 @@ def create_app(
     celery.config_from_object(conf)
     register(celery)
     return celery
+
+
+def warm_up(settings: Settings) -> None:
+    """Import every engine, build yaql's parser and load the default policy, once.
+
+    Engines are imported lazily (``apportion --help`` must not load scipy), so without
+    this every fresh pool child paid ~1-3 s (scipy, yaql's parser tables) inside its
+    first job, under that job's soft time limit: on a loaded machine, or with short
+    limits, the first partition job of a child could be answered ``time_limit``. Done
+    in the worker's main process before the pool forks, the children inherit it all,
+    and a broken default policy stops the worker at boot instead of failing jobs.
+    """
+    from apportion.engine import available_kinds, solver_for
+    from apportion.yaql_eval import warm_up as warm_up_yaql
+    from config.policy import load_default_policy
+
+    for kind in available_kinds():
+        solver_for(kind)
+    warm_up_yaql(settings.limits)
+    load_default_policy(settings.default_policy_file)
+
+
+def _warm_up_before_the_pool_forks(sender: Any = None, **_: Any) -> None:
+    # worker_init fires in the main process before the pool starts (celery.worker.worker).
+    warm_up(get_settings())
+
+
+worker_init.connect(_warm_up_before_the_pool_forks, weak=False)
 
 
 app = create_app()

@@ -30,12 +30,17 @@ def follow(
     count: int | None,
     as_json: bool,
     idle_exit: float | None,
+    claim_idle_ms: int = 60_000,
 ) -> int:
     settings = get_settings()
     keys = Keys(settings.stream_prefix)
     streams = [keys.results_stream(k) for k in kinds]  # type: ignore[arg-type]
     sub = StreamSubscriber(
-        get_redis(settings), streams, group=group or SUBSCRIBER_GROUP, consumer=consumer
+        get_redis(settings),
+        streams,
+        group=group or SUBSCRIBER_GROUP,
+        consumer=consumer,
+        claim_idle_ms=claim_idle_ms,
     )
     seen = 0
     last = time.monotonic()

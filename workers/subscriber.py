@@ -3,8 +3,11 @@
 A subscriber that crashes resumes where it stopped: entries it had read but not
 acknowledged stay in its pending list and are read again first (reading from id
 ``0``), and entries left pending by a consumer that never came back are claimed
-with XAUTOCLAIM once idle for ``claim_idle_ms``. Acknowledge after processing and
-nothing is missed; entries carry job_id so a consumer can also deduplicate.
+with XAUTOCLAIM once idle for ``claim_idle_ms`` — checked at start and then every
+``claim_idle_ms``, so a consumer that dies while another runs is taken over too.
+Acknowledge after processing and nothing is missed (at-least-once: an entry processed
+but not yet acknowledged when its consumer died is delivered again); entries carry
+job_id and their stream id so a consumer can deduplicate.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -72,6 +76,7 @@ class StreamSubscriber:
         self._start = start
         self._claim_idle_ms = claim_idle_ms
         self._backlog_done = False
+        self._next_claim = 0.0  # monotonic time of the next XAUTOCLAIM sweep
 
     def ensure_groups(self) -> None:
         for stream in self._streams:
@@ -85,8 +90,10 @@ class StreamSubscriber:
 
     def _entries(self, stream: str, rows: Any) -> list[StreamEvent]:
         out = []
+        trimmed = []
         for entry_id, raw in rows or []:
-            if raw is None:  # deleted by MAXLEN trimming while pending
+            if not raw:  # deleted by MAXLEN trimming while pending (redis-py gives {})
+                trimmed.append(entry_id)
                 continue
             out.append(
                 StreamEvent(
@@ -95,6 +102,10 @@ class StreamSubscriber:
                     fields={_text(k): _text(v) for k, v in raw.items()},
                 )
             )
+        if trimmed:
+            # Nothing left to process; acknowledging keeps the pending list from
+            # holding them (and being re-read) forever.
+            self._client.xack(stream, self.group, *trimmed)
         return out
 
     def claim_abandoned(self, count: int = 100) -> list[StreamEvent]:
@@ -110,27 +121,44 @@ class StreamSubscriber:
     def read(self, count: int = 100, block_ms: int | None = 1000) -> list[StreamEvent]:
         """Next entries for this consumer: its own backlog first, then claimed, then new."""
         try:
-            if not self._backlog_done:
-                pending = self._read(dict.fromkeys(self._streams, "0"), count, None)
+            while not self._backlog_done:
+                pending, rows = self._read_rows(dict.fromkeys(self._streams, "0"), count, None)
                 if pending:
                     return pending
-                self._backlog_done = True
+                # No rows: the backlog is done. Rows but no events: all were trimmed
+                # (and are acknowledged now); read on.
+                self._backlog_done = rows == 0
+            if time.monotonic() >= self._next_claim:
                 claimed = self.claim_abandoned(count)
                 if claimed:
-                    return claimed
+                    return claimed  # more may be waiting: sweep again on the next read
+                # At most every 250 ms, so a tiny claim_idle_ms cannot make a busy loop.
+                self._next_claim = time.monotonic() + max(self._claim_idle_ms, 250) / 1000
+            if block_ms is not None:
+                # Wake up in time for the next sweep.
+                until_claim = int((self._next_claim - time.monotonic()) * 1000)
+                block_ms = max(1, min(block_ms, until_claim))
             return self._read(dict.fromkeys(self._streams, ">"), count, block_ms)
         except TRANSIENT_ERRORS as exc:
             raise StoreUnavailable(str(exc)) from exc
 
     def _read(self, ids: dict[str, str], count: int, block_ms: int | None) -> list[StreamEvent]:
+        return self._read_rows(ids, count, block_ms)[0]
+
+    def _read_rows(
+        self, ids: dict[str, str], count: int, block_ms: int | None
+    ) -> tuple[list[StreamEvent], int]:
+        """The events read, and how many rows the reply had (trimmed entries included)."""
         streams: Any = ids  # redis-py's annotation wants a dict of bytes|str|memoryview
         reply: Any = self._client.xreadgroup(
             self.group, self.consumer, streams, count=count, block=block_ms
         )
         out: list[StreamEvent] = []
+        rows_seen = 0
         for stream, rows in reply or []:
+            rows_seen += len(rows or [])
             out += self._entries(_text(stream), rows)
-        return out
+        return out, rows_seen
 
     def ack(self, event: StreamEvent) -> None:
         try:

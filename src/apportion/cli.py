@@ -186,6 +186,7 @@ def cmd_events(args: argparse.Namespace) -> int:
         count=args.count,
         as_json=args.json,
         idle_exit=args.idle_exit,
+        claim_idle_ms=args.claim_idle_ms,
     )
 
 
@@ -277,6 +278,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--count", type=int, default=None, help="exit after this many events")
     p.add_argument("--idle-exit", type=float, default=None, help="exit after N idle seconds")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.add_argument(
+        "--claim-idle-ms",
+        type=int,
+        default=60_000,
+        help="take over other consumers' entries left unacknowledged this long (default 60000)",
+    )
     p.set_defaults(func=cmd_events)
 
     p = sub.add_parser("demo", help="run the embedded demo (no Redis needed)")

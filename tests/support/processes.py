@@ -85,6 +85,7 @@ class RedisServer:
         wait_until(up, 10, what=f"redis-server on {self.port}")
 
     def stop(self) -> None:
+        """SIGTERM: Redis writes its append-only file out and exits (a clean shutdown)."""
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -94,10 +95,19 @@ class RedisServer:
                 self.proc.wait(5)
         self.proc = None
 
+    def restart(self, down_for: float = 0.0) -> None:
+        """Stop and start again on the same port and directory (data kept with appendonly)."""
+        self.stop()
+        time.sleep(down_for)
+        self.start()
+
 
 @dataclass
 class Worker:
-    """A ``celery -A workers.app worker`` process in its own process group."""
+    """A ``celery -A workers.app worker`` process in its own process group.
+
+    ``start()`` again after ``kill()`` or ``stop()`` restarts it (same arguments, same log).
+    """
 
     env: Mapping[str, str]
     queues: str = "attach,launch,partition,events"
@@ -130,6 +140,8 @@ class Worker:
             *self.extra_args,
         ]
         self._log = open(self.logfile, "ab")  # noqa: SIM115 - lives as long as the worker
+        # A restarted worker appends to the same log: look for *its* "ready" line only.
+        self._log_offset = self.logfile.stat().st_size
         self.proc = subprocess.Popen(
             args,
             cwd=REPO,
@@ -138,11 +150,14 @@ class Worker:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        wait_until(
-            lambda: b" ready." in self.logfile.read_bytes() or self.proc.poll() is not None,  # type: ignore[union-attr]
-            ready_timeout,
-            what="celery worker ready",
-        )
+        proc = self.proc
+
+        def ready_or_exited() -> bool:
+            return b" ready." in self.logfile.read_bytes()[self._log_offset :] or (
+                proc.poll() is not None
+            )
+
+        wait_until(ready_or_exited, ready_timeout, what="celery worker ready")
         if self.proc.poll() is not None:
             raise RuntimeError(f"worker exited at start:\n{self.log_text()[-3000:]}")
 
@@ -159,6 +174,40 @@ class Worker:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
+        self._close_log()
+
+    def pause(self) -> None:
+        """SIGSTOP the group: the worker holds its connections but does nothing."""
+        if self.proc is not None:
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc is not None:
+            os.killpg(self.proc.pid, signal.SIGCONT)
+
+    def pids(self) -> list[int]:
+        """The main process and every process in its group (pool children, yaql children)."""
+        if self.proc is None:
+            return []
+        return group_pids(self.proc.pid)
+
+    def pool_pids(self) -> list[int]:
+        """The main process and its pool children (not the short-lived yaql children)."""
+        if self.proc is None:
+            return []
+        main = self.proc.pid
+        return [pid for pid in self.pids() if pid == main or parent_pid(pid) == main]
+
+    def rss_bytes(self) -> int:
+        """Resident set size of the main process plus its pool children, from /proc.
+
+        Pages the forked children share with the main process count once per process.
+        """
+        return sum(rss_bytes(pid) for pid in self.pool_pids())
+
+    def pss_bytes(self) -> int:
+        """Proportional set size of the same: shared pages divided among their sharers."""
+        return sum(pss_bytes(pid) for pid in self.pool_pids())
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -168,8 +217,56 @@ class Worker:
                 self.proc.wait(20)
             except subprocess.TimeoutExpired:
                 self.kill()
+        self._close_log()
+
+    def _close_log(self) -> None:
         if getattr(self, "_log", None):
             self._log.close()
+
+
+def group_pids(pgid: int) -> list[int]:
+    """Live processes whose process group is ``pgid`` (the leader first), from /proc."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # exited while we looked
+            continue
+        # Fields after the parenthesised command name: state ppid pgrp ...
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            out.append(int(entry.name))
+    return sorted(out, key=lambda pid: pid != pgid)
+
+
+def parent_pid(pid: int) -> int:
+    """The parent of ``pid`` (0 if it is gone)."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _proc_kib(path: str, field: str) -> int:
+    try:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(field):
+                return int(line.split()[1]) * 1024
+    except OSError:  # the process is gone
+        pass
+    return 0
+
+
+def rss_bytes(pid: int) -> int:
+    """VmRSS of one process (0 if it is gone)."""
+    return _proc_kib(f"/proc/{pid}/status", "VmRSS:")
+
+
+def pss_bytes(pid: int) -> int:
+    """Pss of one process from smaps_rollup (0 if it is gone)."""
+    return _proc_kib(f"/proc/{pid}/smaps_rollup", "Pss:")
 
 
 @contextlib.contextmanager

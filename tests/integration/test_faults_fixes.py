@@ -1,0 +1,127 @@
+"""The fixes the fault tests led to, each shown directly (fast: no worker).
+
+test_faults_redis_restart.py finds these faults only when a restart happens to hit the
+wrong moment; here each fix is exercised deterministically.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from kombu import Connection
+from pydantic import ValidationError
+
+from config.celeryconfig import PRODUCER_RETRY_POLICY, broker_transport, celery_config
+from config.settings import Settings
+from tests.support.processes import RedisServer
+from workers.subscriber import StreamSubscriber
+from workers.transport import UNDELIVERED, Channel
+
+pytestmark = [pytest.mark.redis]
+
+
+@pytest.fixture
+def broker(redis_server: RedisServer) -> Iterator[Connection]:
+    url = f"redis://127.0.0.1:{redis_server.port}/5"
+    redis_server.client().execute_command("SELECT", 5)
+    with Connection(url, transport=broker_transport(url)) as conn:
+        conn.default_channel.client.flushdb()
+        yield conn
+
+
+def test_a_channel_still_reaches_redis_after_kombu_detached_its_connection_info(
+    broker: Connection,
+) -> None:
+    channel = broker.default_channel
+    assert isinstance(channel, Channel)
+    transport = channel.connection
+    client, transport.client = transport.client, None  # what kombu's collect() leaves
+    try:
+        channel._disconnect_pools()
+        # kombu's own channel raises AttributeError('...hostname') here, and the worker
+        # stops consuming for good ("Unrecoverable error").
+        assert channel.pool.connection_kwargs["port"] == broker.port
+        assert channel.client.ping()
+    finally:
+        transport.client = client
+
+
+def test_a_message_read_as_the_connection_died_is_put_back_on_its_queue(
+    broker: Connection,
+) -> None:
+    payload = {
+        "body": "e30=",
+        "headers": {"id": "lost-1", "task": "apportion.partition"},
+        "properties": {"delivery_info": {"routing_key": "partition"}},
+    }
+    UNDELIVERED.keep(payload, "partition")
+
+    channel = broker.channel()
+    channel.basic_consume("partition", False, lambda m: None, "t")
+    raw = channel.client.rpop("partition")
+    channel.close()
+
+    assert json.loads(raw)["headers"]["id"] == "lost-1"
+
+
+def test_idempotency_windows_must_outlast_the_visibility_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("APPORTION_VISIBILITY_TIMEOUT", "7200")
+    monkeypatch.setenv("APPORTION_DEDUP_TTL", "3600")
+    with pytest.raises(ValidationError, match="APPORTION_DEDUP_TTL=3600 must be longer"):
+        Settings()
+
+    monkeypatch.setenv("APPORTION_DEDUP_TTL", "86400")
+    monkeypatch.setenv("APPORTION_FAILURE_RETENTION_HOURS", "1")
+    with pytest.raises(ValidationError, match="APPORTION_FAILURE_RETENTION_HOURS=1 must be"):
+        Settings()
+
+
+def test_the_configuration_keeps_jobs_through_a_redis_restart() -> None:
+    conf = celery_config(Settings())
+    options = conf["broker_transport_options"]
+    window = sum(
+        min(
+            PRODUCER_RETRY_POLICY["interval_start"] + i * PRODUCER_RETRY_POLICY["interval_step"],
+            PRODUCER_RETRY_POLICY["interval_max"],
+        )
+        for i in range(int(PRODUCER_RETRY_POLICY["max_retries"]))
+    )
+
+    assert conf["worker_cancel_long_running_tasks_on_connection_loss"] is False
+    assert conf["result_backend_always_retry"] is True
+    assert conf["broker_transport"] == "workers.transport:Transport"
+    assert broker_transport("sentinel://h:26379") is None
+    assert broker_transport("rediss://h:6380/0") == "workers.transport:Transport"
+    assert options["unacked_mutex_expire"] <= 30
+    assert options["socket_timeout"] > 0
+    assert 10 <= window <= 30  # a producer rides out a restart, then gets an error
+    assert conf["task_publish_retry_policy"] == PRODUCER_RETRY_POLICY
+    assert conf["result_backend_transport_options"]["retry_policy"] == PRODUCER_RETRY_POLICY
+
+
+def test_entries_trimmed_while_pending_are_acknowledged_not_delivered_empty(
+    redis_server: RedisServer,
+) -> None:
+    client = redis_server.client()
+    client.execute_command("SELECT", 6)
+    client.flushdb()
+    stream = "apportion:results:partition"
+    for i in range(5):
+        client.xadd(stream, {"job_id": f"j{i}", "kind": "partition", "envelope": "{}"})
+    crashed = StreamSubscriber(client, [stream], consumer="a")
+    crashed.ensure_groups()
+    crashed.read(count=3, block_ms=None)  # then died without acknowledging
+    client.xtrim(stream, maxlen=0)  # MAXLEN trimming removes the entries it held
+    client.xadd(stream, {"job_id": "new", "kind": "partition", "envelope": "{}"})
+
+    restarted = StreamSubscriber(client, [stream], consumer="a")
+    seen = [e.job_id for e in restarted.read(count=10, block_ms=None)]
+
+    # redis-py returns a trimmed pending entry as {}: it used to come out as an event
+    # with no job_id, and stay pending forever.
+    assert seen == ["new"]
+    assert client.xpending(stream, "apportion-subscribers")["pending"] == 1
