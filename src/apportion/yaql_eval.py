@@ -172,7 +172,17 @@ def _parse_or_fail(name: str, text: str, limits: Limits) -> Any | YaqlFailure:
         return YaqlFailure(name, SYNTAX, f"yaql syntax error: {_short(exc)}")
     except RecursionError:
         return YaqlFailure(name, SYNTAX, "yaql expression nested too deeply")
-    except Exception as exc:  # the parser raises a few other types on odd input
+    except (
+        yaql_exceptions.YaqlException,
+        ValueError,
+        TypeError,
+        IndexError,
+        KeyError,
+        AttributeError,
+    ) as exc:
+        # ply's parser raises a few plain types on odd input. Deliberately not
+        # `Exception`: the worker's soft time limit is an Exception too, and a job cut
+        # short by it is not a syntax error in the user's expression.
         return YaqlFailure(name, SYNTAX, f"yaql syntax error: {_short(exc)}")
 
 
