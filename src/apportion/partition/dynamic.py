@@ -141,7 +141,9 @@ class _Checker:
         if not math.isfinite(value) or not 0 <= value <= MAX_WEIGHT:
             self.fail(path, f"must be a number from 0 to {MAX_WEIGHT}, got {value!r}")
             return Fraction(1)
-        exact = Fraction(value) if isinstance(value, int) else Fraction(repr(value))
+        if isinstance(value, int):  # already exact; limit_denominator would return it
+            return Fraction(value)
+        exact = Fraction(repr(value))
         weight = exact.limit_denominator(WEIGHT_DENOMINATOR)
         if value > 0 and weight == 0:
             self.fail(path, f"a positive weight must be at least 1e-6, got {value!r}")

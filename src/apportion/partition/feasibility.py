@@ -39,6 +39,10 @@ def _mib(value: Fraction) -> str:
 
 def diagnose(model: Model) -> Infeasible | None:
     """An :class:`Infeasible` describing why no allocation exists, or None if one does."""
+    if not model.groups and sum(model.min_size.tolist()) <= sum(model.capacity.tolist()):
+        # Without fair-share groups each space needs exactly its min_size: a whole-MiB
+        # sum settles it, no fractions needed (the common case on the worker's hot path).
+        return None
     spaces = model.spaces
     need: dict[int, Fraction] = {s: Fraction(int(model.min_size[s])) for s in range(model.real)}
     weighted: set[int] = set()

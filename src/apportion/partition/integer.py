@@ -81,7 +81,7 @@ def violations(problem: Problem, x: IntArray, *, exact_shares: bool) -> list[str
     grid = x.reshape(problem.disks, problem.width)
     if (grid < 0).any():
         out.append("negative size")
-    if not np.array_equal(grid.sum(axis=1), problem.capacity):
+    if (grid.sum(axis=1) != problem.capacity).any():
         out.append("a disk's spaces do not add up to its size")
     size = grid[:, : problem.real].sum(axis=0)
     if (size < problem.min_size).any():
@@ -102,17 +102,14 @@ def violations(problem: Problem, x: IntArray, *, exact_shares: bool) -> list[str
     return out
 
 
-def _with_unallocated(problem: Problem, x: IntArray) -> IntArray:
-    grid = x.reshape(problem.disks, problem.width).copy()
-    grid[:, problem.real] = problem.capacity - grid[:, : problem.real].sum(axis=1)
-    return grid.ravel()
-
-
 def _round(problem: Problem, x: FloatArray) -> IntArray | None:
+    """Whole MiB if every value is one up to float noise, ``unallocated`` refilled."""
     rounded = np.rint(x)
     if len(x) and np.abs(x - rounded).max() > INTEGRAL:
         return None
-    return _with_unallocated(problem, rounded.astype(np.int64))
+    grid = rounded.astype(np.int64).reshape(problem.disks, problem.width)  # a fresh array
+    grid[:, problem.real] = problem.capacity - grid[:, : problem.real].sum(axis=1)
+    return grid.ravel()
 
 
 def from_vertex(problem: Problem, lp: LpSolution) -> IntegerSolution | None:
@@ -171,15 +168,16 @@ def _milp(problem: Problem, upper: Rows, *, exact: bool, time_limit: float) -> F
         share_low = np.concatenate([np.zeros(m), -np.ones(m)])
         share_high = np.concatenate([np.zeros(m), np.ones(m)])
         integrality = np.concatenate([np.zeros(n), np.ones(m), np.zeros(g)])
+    upper_matrix = upper.matrix
     widened = scipy.sparse.hstack(
-        [upper.matrix, scipy.sparse.csr_array((upper.matrix.shape[0], extra))]
+        [upper_matrix, scipy.sparse.csr_array((upper_matrix.shape[0], extra))]
     )
     matrix = scipy.sparse.vstack([widened, shares]).tocsr()
     result = scipy.optimize.milp(
         -np.concatenate([problem.objective, np.zeros(extra)]),
         constraints=scipy.optimize.LinearConstraint(
             matrix,
-            np.concatenate([np.full(upper.matrix.shape[0], -np.inf), share_low]),
+            np.concatenate([np.full(upper_matrix.shape[0], -np.inf), share_low]),
             np.concatenate([upper.rhs, share_high]),
         ),
         integrality=integrality,
@@ -210,12 +208,8 @@ def _polish(problem: Problem, upper: Rows, member_totals: FloatArray) -> IntArra
     """
     members, _, _ = _member_columns(problem)
     rows, cols = lp.sum_over_disks(problem, members)
-    fixed = scipy.sparse.csr_array(
-        scipy.sparse.coo_array(
-            (np.ones(len(rows)), (rows, cols)), shape=(len(members), problem.variables)
-        )
-    )
-    x = lp.linprog(problem, upper, Rows(fixed, member_totals))
+    fixed = Rows(rows, cols, np.ones(len(rows)), (len(members), problem.variables), member_totals)
+    x = lp.linprog(problem, upper, fixed)
     return None if x is None else _round(problem, x)
 
 

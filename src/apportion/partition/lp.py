@@ -14,25 +14,35 @@ as coprime integers so that the equation is exact.
 
 from __future__ import annotations
 
+import math
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import scipy.optimize
 import scipy.sparse
 
 from apportion.partition.model import FloatArray, IntArray, Problem
 
 try:
-    # scipy's own binding of HiGHS, the one scipy.optimize.linprog(method="highs") ends
-    # in. linprog's input checks, sparse stacking and per-option validation cost ~4 ms
-    # per call, far more than HiGHS needs for a small schema (~0.3 ms) — and a worker
-    # answering small jobs spends most of its time there. Calling the binding directly
-    # keeps the same solver and options. It is private API, so if a scipy release moves
-    # it we fall back to linprog (the tests compare both paths).
-    from scipy.optimize._highspy._highs_wrapper import _highs_wrapper as _HIGHS
+    # The HiGHS core scipy bundles: the very solver scipy.optimize.linprog(method="highs")
+    # ends in. Each public call costs ~1 ms of Python around a solve that takes ~0.15 ms
+    # on a small schema (linprog's input checks and sparse stacking; its private
+    # `_highs_wrapper` still builds three HighsOptionsManager objects per option), and a
+    # worker answering small jobs spends most of its time there. Calling the core keeps
+    # the same solver, model and options. It is private API, so if a scipy release
+    # moves it we fall back to linprog (the tests compare both paths).
+    import scipy.optimize._highspy._core as _HIGHS
 except ImportError:  # pragma: no cover - depends on the scipy release
     _HIGHS = None
+
+HIGHS_CORE = _HIGHS is not None  # False: every LP goes through linprog
+
+# (start, index, value): a matrix column-wise, as HiGHS takes it (int32 indices).
+CscArrays = tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.float64]]
 
 # Integer weights up to this are exact in float64 and safe as LP coefficients; past it
 # the equality rows are scaled to at most 1 (only reachable with extreme weight ratios).
@@ -41,10 +51,25 @@ _EXACT_COEFFICIENT = 2**31
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Rows:
-    """A sparse matrix with its right-hand side (scipy CSR, float64)."""
+    """Sparse rows as coordinates (float64 values, no duplicates) with their right-hand side.
 
-    matrix: scipy.sparse.csr_array
+    Coordinates rather than a scipy matrix: the direct HiGHS path sorts them into the
+    solver's column-wise arrays with a few numpy calls (:func:`csc_arrays`), while
+    building scipy's COO and CSR objects cost more than the solve on a small schema.
+    :attr:`matrix` gives the scipy form for the MILP step, the public linprog and tests.
+    """
+
+    rows: IntArray
+    cols: IntArray
+    values: FloatArray
+    shape: tuple[int, int]
     rhs: FloatArray
+
+    @property
+    def matrix(self) -> scipy.sparse.csr_array:
+        """The rows as a scipy CSR matrix (duplicates would be summed; there are none)."""
+        coo = scipy.sparse.coo_array((self.values, (self.rows, self.cols)), shape=self.shape)
+        return scipy.sparse.csr_array(coo)
 
 
 def sum_over_disks(problem: Problem, spaces: IntArray) -> tuple[IntArray, IntArray]:
@@ -73,7 +98,6 @@ def upper_rows(problem: Problem) -> Rows:
         ]
     )
     shape = (len(capped) + d + r, problem.variables)
-    matrix = scipy.sparse.csr_array(scipy.sparse.coo_array((values, (rows, cols)), shape=shape))
     rhs = np.concatenate(
         [
             problem.max_size[capped],
@@ -81,7 +105,7 @@ def upper_rows(problem: Problem) -> Rows:
             -problem.min_size.astype(np.float64),
         ]
     )
-    return Rows(matrix, rhs)
+    return Rows(rows, cols, values, shape, rhs)
 
 
 def fair_share_pairs(problem: Problem) -> tuple[IntArray, IntArray, FloatArray, FloatArray]:
@@ -103,19 +127,21 @@ def fair_share_pairs(problem: Problem) -> tuple[IntArray, IntArray, FloatArray, 
 
 
 def equality_rows(problem: Problem) -> Rows | None:
+    if not problem.groups:
+        return None
     first, member, a, b = fair_share_pairs(problem)
     if not len(first):
         return None
     rows_f, cols_f = sum_over_disks(problem, first)
     rows_m, cols_m = sum_over_disks(problem, member)
     values = np.concatenate([np.repeat(a, problem.disks), np.repeat(b, problem.disks)])
-    matrix = scipy.sparse.csr_array(
-        scipy.sparse.coo_array(
-            (values, (np.concatenate([rows_f, rows_m]), np.concatenate([cols_f, cols_m]))),
-            shape=(len(first), problem.variables),
-        )
+    return Rows(
+        np.concatenate([rows_f, rows_m]),
+        np.concatenate([cols_f, cols_m]),
+        values,
+        (len(first), problem.variables),
+        np.zeros(len(first)),
     )
-    return Rows(matrix, np.zeros(len(first)))
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -132,37 +158,168 @@ _OPTIONS = {"dual_feasibility_tolerance": 1e-10, "primal_feasibility_tolerance":
 
 # HiGHS model statuses (HighsModelStatus): optimal, infeasible.
 _OPTIMAL, _INFEASIBLE = 7, 8
+# MatrixFormat.kColwise and ObjSense.kMinimize, as passModel's array form takes them.
+_COLUMN_WISE, _MINIMIZE = 1, 1
+
+
+def _new_solver() -> Any:
+    """A HiGHS instance with HiGHS's defaults plus ``_OPTIONS``, writing no log at all.
+
+    ``output_flag`` off only silences logging (linprog does the same with
+    ``disp=False``); the solve is the same.
+    """
+    options = _HIGHS.HighsOptions()
+    options.log_to_console = False
+    options.output_flag = False
+    for name, value in _OPTIONS.items():
+        setattr(options, name, value)
+    highs = _HIGHS._Highs()
+    if highs.passOptions(options) == _HIGHS.HighsStatus.kError:
+        raise RuntimeError("HiGHS refused the partition LP's options")
+    return highs
+
+
+_SOLVERS = threading.local()
+
+
+def _solver() -> Any:
+    """This thread's HiGHS instance, reused from one LP to the next.
+
+    Building and tearing down an instance costs ~0.1 ms, as much as solving a small
+    schema. Reuse carries nothing over: ``passModel`` clears the previous model and
+    every piece of solver state (presolve, basis, solution, simplex data) before the
+    new model is loaded, so each LP is solved from scratch (tests compare a reused
+    solver with a fresh one on the same LPs in shuffled order). One instance per
+    thread, because a HiGHS instance must not be shared between threads.
+    """
+    highs = getattr(_SOLVERS, "highs", None)
+    if highs is None:
+        highs = _SOLVERS.highs = _new_solver()
+    return highs
+
+
+def csc_arrays(blocks: Sequence[Rows], columns: int) -> CscArrays:
+    """(start, index, value) of the blocks stacked vertically, column-wise for HiGHS.
+
+    The same arrays as ``scipy.sparse.vstack([b.matrix …], format="csc")``: entries
+    ordered by column, then row (tests compare).
+    """
+    offsets = np.cumsum([0, *(b.shape[0] for b in blocks[:-1])])
+    rows = np.concatenate([b.rows + off for b, off in zip(blocks, offsets, strict=True)])
+    cols = np.concatenate([b.cols for b in blocks])
+    values = np.concatenate([b.values for b in blocks])
+    order = np.lexsort((rows, cols))
+    start = np.zeros(columns + 1, dtype=np.int32)
+    np.cumsum(np.bincount(cols, minlength=columns), out=start[1:])
+    return start, rows[order].astype(np.int32), values[order].astype(np.float64)
+
+
+def upper_csc(problem: Problem) -> tuple[CscArrays, FloatArray]:
+    """The ``≤`` rows of :func:`upper_rows` straight in column-wise form, with their rhs.
+
+    Column ``(d, s)`` holds, in row order: its space's max row (if capped), its disk
+    row, its space's min row (not for ``unallocated``). Every disk's block of columns
+    has the same pattern but for the disk row, so one block is written out and
+    repeated. That skips the coordinate lists, the sort and most numpy calls, which
+    cost more than the solve on a small schema; tests compare the result with
+    ``csc_arrays([upper_rows(…)])``.
+    """
+    d, r = problem.disks, problem.real
+    max_size = problem.max_size.tolist()
+    capped = [math.isfinite(m) for m in max_size]
+    n_capped = sum(capped)
+    # One disk's block: row of each entry, 1 where it is the disk row, its sign.
+    rows: list[int] = []
+    disk_entry: list[int] = []
+    signs: list[float] = []
+    column_start: list[int] = []
+    max_row = 0
+    for s, is_capped in enumerate([*capped, False]):  # unallocated last, never capped
+        column_start.append(len(rows))
+        if is_capped:
+            rows.append(max_row)
+            disk_entry.append(0)
+            signs.append(1.0)
+            max_row += 1
+        rows.append(n_capped)
+        disk_entry.append(1)
+        signs.append(1.0)
+        if s < r:
+            rows.append(n_capped + d + s)
+            disk_entry.append(0)
+            signs.append(-1.0)
+    block = len(rows)
+    disk = np.arange(d, dtype=np.int32)[:, None]
+    index = (np.array(rows, dtype=np.int32) + disk * np.array(disk_entry, dtype=np.int32)).ravel()
+    value = np.array(signs)[None, :].repeat(d, axis=0).ravel()
+    start = np.empty(d * len(column_start) + 1, dtype=np.int32)
+    start[:-1] = (disk * block + np.array(column_start, dtype=np.int32)).ravel()
+    start[-1] = d * block
+    rhs = np.array(
+        [m for m, c in zip(max_size, capped, strict=True) if c]
+        + problem.capacity.tolist()
+        + [-float(v) for v in problem.min_size.tolist()],  # -0.0 for 0, as numpy negates
+        dtype=np.float64,
+    )
+    return (start, index, value), rhs
 
 
 def _direct(problem: Problem, upper: Rows, equal: Rows | None) -> FloatArray | None:
-    """The LP through scipy's HiGHS binding: ``lhs ≤ A x ≤ rhs`` with equalities as lhs = rhs."""
-    assert _HIGHS is not None
-    blocks = [upper.matrix] if equal is None else [upper.matrix, equal.matrix]
-    matrix = upper.matrix.tocsc() if equal is None else scipy.sparse.vstack(blocks, format="csc")
-    rhs = upper.rhs if equal is None else np.concatenate([upper.rhs, equal.rhs])
+    """The LP through scipy's HiGHS core: ``lhs ≤ A x ≤ rhs`` with equalities as lhs = rhs."""
+    blocks = [upper] if equal is None else [upper, equal]
     lhs = np.full(len(upper.rhs), -np.inf)
+    rhs = upper.rhs.astype(np.float64)
     if equal is not None:
         lhs = np.concatenate([lhs, equal.rhs])
+        rhs = np.concatenate([rhs, equal.rhs])
+    return _highs(problem, csc_arrays(blocks, problem.variables), lhs, rhs)
+
+
+def _highs(
+    problem: Problem, matrix: CscArrays, lhs: FloatArray, rhs: FloatArray
+) -> FloatArray | None:
+    """Solve ``max c·x, lhs ≤ A x ≤ rhs, x ≥ 0`` with HiGHS's core; None when infeasible.
+
+    Exactly what ``_highs_wrapper`` (linprog's last step) hands HiGHS: the model
+    column-wise, the options above, a solver holding no state from earlier LPs.
+    """
+    assert _HIGHS is not None
+    start, index, value = matrix
     n = problem.variables
-    options: dict[str, Any] = {"log_to_console": False, **_OPTIONS}
-    result = _HIGHS(
+    highs = _solver()
+    # passModel's array form builds the same HighsLp in C++ (column-wise, minimise, no
+    # offset) as the attribute-by-attribute form the wrapper uses, minus ~15 Python
+    # conversions. Integrality all continuous, as the wrapper passes it.
+    loaded = highs.passModel(
+        n,
+        len(rhs),
+        len(value),
+        _COLUMN_WISE,
+        _MINIMIZE,
+        0.0,
         -problem.objective,
-        matrix.indptr.astype(np.int32),
-        matrix.indices.astype(np.int32),
-        matrix.data.astype(np.float64),
-        lhs,
-        rhs.astype(np.float64),
         np.zeros(n),
         np.full(n, np.inf),
-        np.zeros(n, dtype=np.uint8),
-        options,
+        lhs,
+        rhs,
+        start,
+        index,
+        value,
+        np.zeros(n, dtype=np.int32),
     )
-    status = int(result["status"])
+    error = _HIGHS.HighsStatus.kError
+    if loaded == error:
+        raise RuntimeError("HiGHS could not solve the partition LP: it refused the model")
+    solved = highs.run() != error
+    status = int(highs.getModelStatus())
     if status == _INFEASIBLE:
         return None
-    if status != _OPTIMAL or result.get("x") is None:
-        raise RuntimeError(f"HiGHS could not solve the partition LP: {result.get('message')}")
-    return np.asarray(result["x"], dtype=np.float64)
+    if status != _OPTIMAL or not solved:
+        raise RuntimeError(
+            "HiGHS could not solve the partition LP: "
+            f"{highs.modelStatusToString(highs.getModelStatus())}"
+        )
+    return np.array(highs.getSolution().col_value, dtype=np.float64)
 
 
 def linprog(problem: Problem, upper: Rows, equal: Rows | None) -> FloatArray | None:
@@ -193,7 +350,12 @@ def linprog_public(problem: Problem, upper: Rows, equal: Rows | None) -> FloatAr
 
 def solve(problem: Problem) -> LpSolution | None:
     """Solve the reference LP with HiGHS; ``None`` when it has no solution."""
-    x = linprog(problem, upper_rows(problem), equality_rows(problem))
+    equal = equality_rows(problem)
+    if _HIGHS is not None and equal is None:  # the common case, without coordinate lists
+        matrix, rhs = upper_csc(problem)
+        x = _highs(problem, matrix, np.full(len(rhs), -np.inf), rhs)
+    else:
+        x = linprog(problem, upper_rows(problem), equal)
     if x is None:
         return None
     return LpSolution(x, float(problem.objective @ x))

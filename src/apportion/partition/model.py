@@ -115,25 +115,34 @@ def objective(disk_ids: Sequence[str], spaces: Sequence[Space]) -> FloatArray:
     """The reference's objective vector, built without loops over cells."""
     disks, real = len(disk_ids), len(spaces)
     width = real + 1
-    index = np.arange(disks * width, dtype=np.int64)
-    coefficient = 1.0 / order_sequence(index + 2).astype(np.float64)
+    coefficient = (
+        1.0 / order_sequence(np.arange(2, disks * width + 2, dtype=np.int64)).astype(np.float64)
+    ).reshape(disks, width)
+    if any(space.best_with is not None for space in spaces):
+        coefficient[:, :real] += 2.0 * _preferred(disk_ids, spaces).T
+    else:  # nobody prefers a disk, so every disk is preferred by every space
+        coefficient[:, :real] += 2.0
+    coefficient[:, real] = 1.0  # unallocated: exactly 1, no order term
+    return coefficient.ravel()
 
+
+def _preferred(disk_ids: Sequence[str], spaces: Sequence[Space]) -> npt.NDArray[np.bool_]:
+    """(R, D): True where space s gets the bonus on disk d.
+
+    That is where its best_with_disks set holds d, or, for a space without a set,
+    where nobody's set holds d.
+    """
     position = {d: j for j, d in enumerate(disk_ids)}
     # member[s, d]: disk d is in space s's best_with_disks set.
-    member = np.zeros((real, disks), dtype=bool)
-    has_set = np.zeros(real, dtype=bool)
+    member = np.zeros((len(spaces), len(disk_ids)), dtype=bool)
+    has_set = np.zeros(len(spaces), dtype=bool)
     for s, space in enumerate(spaces):
         if space.best_with is not None:
             has_set[s] = True
             member[s, [position[d] for d in space.best_with]] = True
     claimed: npt.NDArray[np.bool_] = np.any(member, axis=0)  # disks somebody prefers
-    preferred = np.where(has_set[:, None], member, ~claimed[None, :])  # (R, D)
-
-    bonus = np.zeros((disks, width), dtype=np.float64)
-    bonus[:, :real] = 2.0 * preferred.T
-    coefficient = coefficient.reshape(disks, width) + bonus
-    coefficient[:, real] = 1.0  # unallocated: exactly 1, no order term
-    return coefficient.ravel()
+    preferred: npt.NDArray[np.bool_] = np.where(has_set[:, None], member, ~claimed[None, :])
+    return preferred
 
 
 def build(disks: Sequence[DiskSpec], spaces: Sequence[Space]) -> Problem:

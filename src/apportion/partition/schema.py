@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from apportion.contracts.partition import PartitionJob
+from apportion.contracts.partition import Hardware, PartitionJob, Space
 from apportion.errors import Problem, Rejected
 from apportion.limits import Limits
 
@@ -32,6 +32,9 @@ UNALLOCATED = "unallocated"
 
 # Keys that shape the LP; a vg may carry none of them.
 SIZE_KEYS = ("size", "min_size", "max_size", "weight", "best_with_disks")
+
+# A space's keys other than the structural ones, in the contract's field order.
+_VALUE_FIELDS = tuple(k for k in Space.model_fields if k not in ("id", "type", "contains"))
 
 # Values closer than this to a whole MiB are taken as that MiB (float noise, not intent).
 SNAP = 1e-6
@@ -69,7 +72,16 @@ class ParsedSchema:
     volume_groups: tuple[VolumeGroup, ...]
     vg_of: Mapping[str, str]  # lv id -> vg id
     disks: tuple[DiskSpec, ...]
-    hardware: Mapping[str, Any]  # the hardware document as the job sent it (yaql's `$`)
+    hardware_model: Hardware
+
+    @property
+    def hardware(self) -> dict[str, Any]:
+        """The hardware document as the job sent it (yaql's ``$``).
+
+        Dumped on demand: only a job with ``yaql=`` values needs it.
+        """
+        dumped: dict[str, Any] = self.hardware_model.model_dump(mode="json", exclude_unset=True)
+        return dumped
 
     @property
     def allocatable(self) -> tuple[RawSpace, ...]:
@@ -157,7 +169,9 @@ def _spaces(job: PartitionJob, problems: list[Problem]) -> tuple[RawSpace, ...]:
             )
         else:
             seen[space.id] = i
-        explicit = space.model_fields_set | set(space.model_extra or ())
+        extra = space.model_extra or {}
+        given = space.model_fields_set
+        explicit = given | set(extra)
         if space.type != "vg" and space.contains is not None:
             problems.append(
                 Problem(f"{path}.contains", f"only a vg contains spaces, not a {space.type}")
@@ -172,7 +186,10 @@ def _spaces(job: PartitionJob, problems: list[Problem]) -> tuple[RawSpace, ...]:
                             "its logical volumes; set sizes on the lvs",
                         )
                     )
-        fields = space.model_dump(exclude={"id", "type", "contains"}, exclude_unset=True)
+        # What model_dump(exclude={id, type, contains}, exclude_unset=True) gives (the
+        # keys the job set, in field order, then the extra keys), without its cost.
+        fields = {k: getattr(space, k) for k in _VALUE_FIELDS if k in given}
+        fields.update(extra)
         out.append(RawSpace(i, space.id, space.type, fields))
     return tuple(out)
 
@@ -231,8 +248,7 @@ def parse(job: PartitionJob, limits: Limits) -> ParsedSchema:
     groups, vg_of = _volume_groups(job, spaces, problems)
     if problems:
         raise _rejected(problems)
-    hardware = job.hardware.model_dump(mode="json", exclude_unset=True)
-    return ParsedSchema(spaces, groups, vg_of, disks, hardware)
+    return ParsedSchema(spaces, groups, vg_of, disks, job.hardware)
 
 
 def _rejected(problems: list[Problem]) -> Rejected:

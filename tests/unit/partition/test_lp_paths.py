@@ -1,17 +1,45 @@
-"""The direct HiGHS call and scipy's public linprog solve the same LP to the same optimum."""
+"""The direct HiGHS call and scipy's public linprog solve the same LP to the same optimum.
+
+The direct path builds HiGHS's column-wise arrays itself and reuses one solver per
+thread; these tests pin both shortcuts to what scipy would have built and solved.
+"""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import numpy as np
 import pytest
+import scipy.sparse
 from hypothesis import HealthCheck, given, settings
 
 from apportion.contracts.partition import PartitionJob
 from apportion.engine import Context
 from apportion.partition import dynamic, lp, model, schema
 from tests.unit.partition.test_properties import jobs
+
+direct_only = pytest.mark.skipif(not lp.HIGHS_CORE, reason="this scipy has no HiGHS core")
+
+
+def _varied_job(n_disks: int, n_spaces: int) -> dict[str, Any]:
+    """Capped, bounded, fixed and weighted spaces (fair-share rows too), some disk-bound."""
+    spaces: list[dict[str, Any]] = []
+    for i in range(n_spaces):
+        space: dict[str, Any] = {"id": f"s{i}", "type": "partition"}
+        if i % 4 == 0:
+            space["min_size"] = 100 * (i + 1)
+        elif i % 4 == 1:
+            space["max_size"] = 300 + 10 * i
+        elif i % 4 == 2:
+            space["size"] = 50 + i
+        else:
+            space.update(min_size=10, max_size=5000, weight=1 + i % 3)
+        if i % 5 == 4:
+            space["best_with_disks"] = [f"d{i % n_disks}"]
+        spaces.append(space)
+    disks = [{"id": f"d{j}", "size": 20000 + 7919 * j} for j in range(n_disks)]
+    return {"schema": spaces, "hardware": {"disks": disks}}
 
 
 def _problem(data: dict[str, Any]) -> model.Problem:
@@ -20,14 +48,19 @@ def _problem(data: dict[str, Any]) -> model.Problem:
     return model.build(parsed.disks, dynamic.resolve(parsed, limits).spaces)
 
 
-@pytest.mark.skipif(lp._HIGHS is None, reason="this scipy has no direct HiGHS binding")
+def _problem_or_none(data: dict[str, Any]) -> model.Problem | None:
+    try:
+        return _problem(data)
+    except Exception:  # rejected schemas never reach the LP
+        return None
+
+
+@direct_only
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(jobs())
 def test_the_direct_highs_path_reaches_linprogs_optimum(generated: Any) -> None:
-    data = generated[0]
-    try:
-        problem = _problem(data)
-    except Exception:  # rejected schemas never reach the LP
+    problem = _problem_or_none(generated[0])
+    if problem is None:
         return
     upper, equal = lp.upper_rows(problem), lp.equality_rows(problem)
 
@@ -40,3 +73,57 @@ def test_the_direct_highs_path_reaches_linprogs_optimum(generated: Any) -> None:
             float(problem.objective @ public), rel=1e-9, abs=1e-6
         )
         assert np.all(direct >= -1e-7)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs())
+def test_the_column_wise_arrays_are_the_ones_scipy_builds(generated: Any) -> None:
+    problem = _problem_or_none(generated[0])
+    if problem is None:
+        return
+    upper, equal = lp.upper_rows(problem), lp.equality_rows(problem)
+    blocks = [upper] if equal is None else [upper, equal]
+    expected = scipy.sparse.vstack([b.matrix for b in blocks], format="csc")
+
+    start, index, value = lp.csc_arrays(blocks, problem.variables)
+    (u_start, u_index, u_value), u_rhs = lp.upper_csc(problem)
+    scipy_upper = upper.matrix.tocsc()
+
+    assert start.tolist() == expected.indptr.tolist()
+    assert index.tolist() == expected.indices.tolist()
+    assert value.tolist() == expected.data.tolist()
+    assert u_start.tolist() == scipy_upper.indptr.tolist()
+    assert u_index.tolist() == scipy_upper.indices.tolist()
+    assert u_value.tolist() == scipy_upper.data.tolist()
+    assert u_rhs.tolist() == upper.rhs.tolist()
+
+
+def test_the_column_wise_upper_rows_of_a_24_disk_schema_match_scipy() -> None:
+    problem = _problem(_varied_job(24, 40))
+    (start, index, value), rhs = lp.upper_csc(problem)
+    upper = lp.upper_rows(problem)
+    expected = upper.matrix.tocsc()
+
+    assert start.tolist() == expected.indptr.tolist()
+    assert index.tolist() == expected.indices.tolist()
+    assert value.tolist() == expected.data.tolist()
+    assert rhs.tolist() == upper.rhs.tolist()
+
+
+@direct_only
+def test_a_reused_solver_answers_every_lp_as_a_fresh_one_in_any_order() -> None:
+    models = [_problem(_varied_job(d, s)) for d, s in [(1, 3), (2, 5), (4, 10), (3, 8), (6, 12)]]
+    assert any(lp.equality_rows(m) is not None for m in models)
+    fresh = []
+    for problem in models:
+        lp._SOLVERS.highs = None  # the next solve builds a new instance
+        fresh.append(lp.solve(problem))
+    order = list(range(len(models))) * 3
+    random.Random(7).shuffle(order)
+
+    for k in order:
+        again = lp.solve(models[k])
+        expected = fresh[k]
+        assert again is not None
+        assert expected is not None
+        assert again.x.tolist() == expected.x.tolist()  # bit for bit, not approximately
