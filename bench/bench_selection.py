@@ -2,11 +2,12 @@
 
 Run: ``.venv/bin/python bench/bench_selection.py [--repeat N] [--profile]``
 
-Times ``apportion.selection.apply_policy`` alone — what policy evaluation adds to a
-launch_select once the candidates engine has produced its AllocationRequests: the
-module stack, the dice and the annotation of every candidate (account, group,
-probability, cost). Four hosts per account, each priced per VCPU; accounts spread
-over three priorities, varied weights, costs and failure counts.
+Times the selection alone, two ways: ``apportion.selection.apply_policy`` over built
+AllocationRequests (the module stack, the dice, pricing and annotated copies of every
+candidate), and ``choose`` over a Pool — what launch_select runs since the engine
+builds each AllocationRequest once, with its selection fields (apportion/launch.py):
+the stack, the dice and pricing, no copies. Four hosts per account, each priced per
+VCPU; accounts spread over three priorities, varied weights, costs and failure counts.
 
 Stacks: the default policy (config/default_policy.yaml), a "full" stack using every
 module except expression, and the full stack plus an expression module (which forks
@@ -37,16 +38,16 @@ from apportion.contracts.policy import PolicyModule
 from apportion.limits import Limits
 from apportion.selection import apply_policy, parse_policy
 from apportion.selection.annotate import annotate
-from apportion.selection.facts import DEFAULT_ACCOUNT, Facts, candidate_costs
-from apportion.selection.policy import _run_stack
+from apportion.selection.facts import DEFAULT_ACCOUNT, Facts, candidate_costs, request_costs
+from apportion.selection.policy import Pool, _run_stack, choose
 
-DEFAULT = [
+DEFAULT: list[dict[str, Any]] = [
     {"module": "equal"},
     {"module": "weights"},
     {"module": "failure_penalty", "percent": 5, "window_hours": 6},
     {"module": "priority", "mode": "strict"},
 ]
-FULL = [
+FULL: list[dict[str, Any]] = [
     {"module": "least_used"},
     {"module": "weights"},
     {"module": "priority", "mode": "probabilistic", "strength": 0.5},
@@ -54,7 +55,7 @@ FULL = [
     {"module": "cost", "mode": "probabilistic", "amount": 1},
     {"module": "priority", "mode": "strict"},
 ]
-EXPRESSION = [
+EXPRESSION: list[dict[str, Any]] = [
     *FULL,
     {
         "module": "expression",
@@ -105,24 +106,47 @@ def time_stack(
     policy: list[PolicyModule],
     inputs: tuple[list[AllocationRequest], dict[str, Provider], dict[str, Account], dict[str, int]],
     repeat: int,
+    *,
+    engine: bool = False,
 ) -> list[float]:
+    """Times of ``apply_policy`` (annotated copies of built requests) or, with
+    ``engine``, of what launch_select itself runs: ``choose`` over a Pool, pricing
+    included (the engine then builds each request once, with its selection fields)."""
     requests, providers, accounts, failures = inputs
     now = datetime(2026, 11, 21, 22, tzinfo=UTC)
     limits = Limits()
     times = []
     for seed in range(repeat):
         started = time.perf_counter()
-        apply_policy(
-            requests,
-            providers,
-            accounts,
-            policy,
-            failures=failures,
-            exclude_accounts=["acct0001"],
-            seed=seed,
-            now=now,
-            limits=limits,
-        )
+        if engine:
+            pool = Pool(
+                accounts=[r.account for r in requests],
+                costs=lambda base: request_costs(requests, providers, base),
+                resource_classes=lambda: ["MEMORY_MB", "VCPU"],
+                providers=lambda: providers,
+            )
+            choose(
+                pool,
+                accounts,
+                policy,
+                failures=failures,
+                exclude_accounts=["acct0001"],
+                seed=seed,
+                now=now,
+                limits=limits,
+            )
+        else:
+            apply_policy(
+                requests,
+                providers,
+                accounts,
+                policy,
+                failures=failures,
+                exclude_accounts=["acct0001"],
+                seed=seed,
+                now=now,
+                limits=limits,
+            )
         times.append((time.perf_counter() - started) * 1000)
     return times
 
@@ -142,12 +166,14 @@ def main(argv: list[str] | None = None) -> int:
     }
     for label, raw in stacks.items():
         policy = parse_policy(raw)
-        time_stack(policy, inputs, 2)  # warm-up: imports, yaql engine, caches
-        times = time_stack(policy, inputs, args.repeat)
-        print(
-            f"{label:22s} median {statistics.median(times):7.2f} ms   "
-            f"min {min(times):7.2f}   max {max(times):7.2f}"
-        )
+        for engine in (False, True):
+            time_stack(policy, inputs, 2, engine=engine)  # warm-up: imports, yaql, caches
+            times = time_stack(policy, inputs, args.repeat, engine=engine)
+            how = "choose (engine)" if engine else "apply_policy"
+            print(
+                f"{label:22s} {how:16s} median {statistics.median(times):7.2f} ms   "
+                f"min {min(times):7.2f}   max {max(times):7.2f}"
+            )
     # Where the default stack's time goes: the per-candidate passes (cost of every
     # candidate, annotated copies) against the account-level rest (modules, dice, trace).
     requests, providers, accounts, _ = inputs

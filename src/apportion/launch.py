@@ -11,6 +11,10 @@ Failure counts: the job's ``failures`` map when given; otherwise, when the polic
 ``failure_penalty`` module, ``Context.failure_counts`` (the worker's failure-history
 store) is asked for the candidates' accounts over the widest penalty window. Without a
 store (``apportion solve``) the counts are zero, and the result says so in ``extra``.
+
+The policy runs on the candidates engine's compact answer (accounts and prices per
+candidate); each ``AllocationRequest`` is then built once, with its selection fields,
+rather than built and copied (bench/placement.md).
 """
 
 from __future__ import annotations
@@ -18,11 +22,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from apportion.contracts.launch import LaunchSelectJob, LaunchSelectResult
+from apportion.contracts.launch import (
+    LaunchSelectJob,
+    LaunchSelectResult,
+    Provider,
+    cyclic_gc_paused,
+)
 from apportion.contracts.policy import PolicyModule
 from apportion.engine import Context
-from apportion.placement import find_candidates, result_of
-from apportion.selection.policy import apply_policy, failure_window_hours, parse_policy
+from apportion.placement import CandidateSet, check_found, find_candidates, result_of
+from apportion.selection import Pool, choose, failure_window_hours, parse_policy
 
 
 def chosen_policy(job: LaunchSelectJob, ctx: Context) -> list[PolicyModule] | None:
@@ -47,31 +56,43 @@ def _failures(
     return counts, {"failures_source": "store", "failures": dict(counts), "window_hours": window}
 
 
+def pool_of(
+    candidates: CandidateSet, providers: Sequence[Provider], accounts: Sequence[str] | None = None
+) -> Pool:
+    """What the selection policy needs about ``candidates`` (``accounts``: theirs, if known)."""
+    return Pool(
+        accounts=candidates.accounts if accounts is None else accounts,
+        costs=candidates.costs,
+        resource_classes=candidates.resource_classes,
+        providers=lambda: {p.uuid: p for p in providers},
+    )
+
+
 def solve(job: LaunchSelectJob, ctx: Context) -> LaunchSelectResult:
     policy = chosen_policy(job, ctx)
-    candidates = find_candidates(job, ctx)
-    plain = result_of(candidates)  # raises Infeasible when there is no candidate
-    if policy is None:
-        return plain
-    accounts = sorted({r.account for r in candidates.requests if r.account is not None})
-    failures, failure_info = _failures(job, policy, accounts, ctx)
-    outcome = apply_policy(
-        candidates.requests,
-        {p.uuid: p for p in job.providers},
-        job.accounts,
-        policy,
-        failures=failures,
-        exclude_accounts=job.exclude_accounts,
-        seed=job.seed,
-        now=ctx.now,
-        limits=ctx.limits,
-    )
-    return LaunchSelectResult(
-        allocation_requests=list(outcome.requests),
-        provider_summaries=plain.provider_summaries,
-        selection=outcome.selection,
-        extra={**plain.extra, **failure_info},
-    )
+    with cyclic_gc_paused():
+        candidates = find_candidates(job, ctx)
+        if policy is None:
+            return result_of(candidates)  # raises Infeasible when there is no candidate
+        check_found(candidates)
+        accounts = candidates.accounts
+        failures, failure_info = _failures(job, policy, sorted(set(accounts)), ctx)
+        choice = choose(
+            pool_of(candidates, job.providers, accounts),
+            job.accounts,
+            policy,
+            failures=failures,
+            exclude_accounts=job.exclude_accounts,
+            seed=job.seed,
+            now=ctx.now,
+            limits=ctx.limits,
+        )
+        return LaunchSelectResult(
+            allocation_requests=candidates.build(choice.per_account, choice.costs),
+            provider_summaries=candidates.provider_summaries,
+            selection=choice.selection,
+            extra={**candidates.extra(), **failure_info},
+        )
 
 
-__all__ = ["chosen_policy", "solve"]
+__all__ = ["chosen_policy", "pool_of", "solve"]

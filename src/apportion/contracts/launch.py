@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -59,6 +62,52 @@ class LaunchSelectJob(JobBase):
 
 class _Out(BaseModel):
     model_config = ConfigDict(frozen=True)
+
+
+@contextmanager
+def cyclic_gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a large result is built.
+
+    A launch_select creates tens of thousands of small, long-lived, cycle-free
+    objects; each automatic full collection meanwhile re-traverses all of them and
+    the job's providers, which cost up to a third of the run time (bench/placement.md).
+    Reference counting still frees everything; the collector is restored after.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+Out = TypeVar("Out", bound=_Out)
+_new = object.__new__
+_set = object.__setattr__
+
+
+def trusted(cls: type[Out], values: dict[str, Any], fields_set: set[str]) -> Out:
+    """An instance of the result model ``cls`` holding ``values`` as they are.
+
+    For values the engine built itself, so already valid: a result carries up to
+    tens of thousands of candidates, and validating each costs ~2.5 µs more than
+    this (``model_construct`` is slower still: it looks every field up by alias).
+    It does what ``model_construct`` does for these models (no extras, no private
+    attributes, no post-init): ``values`` must hold every field, ``fields_set`` the
+    ones a validated construction would report as set. Neither is copied: callers
+    share one ``fields_set`` between all instances of a kind, which is safe because
+    pydantic never changes it in place on a frozen model (``model_copy`` copies it
+    first), and it saves one tracked object per instance for the garbage collector
+    to traverse. tests/unit/placement/test_trusted_models.py pins the result to
+    pydantic's own.
+    """
+    instance = _new(cls)
+    _set(instance, "__dict__", values)
+    _set(instance, "__pydantic_fields_set__", fields_set)
+    _set(instance, "__pydantic_extra__", None)
+    _set(instance, "__pydantic_private__", None)
+    return instance
 
 
 class ProviderAllocation(_Out):
@@ -145,3 +194,13 @@ class LaunchSelectResult(_Out):
     # Set only when the worker runs a launcher: every attempt, and whether one succeeded.
     attempts: list[LaunchAttempt] | None = None
     launched: bool | None = None
+
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        """pydantic's ``model_dump``, with the cyclic garbage collector paused.
+
+        Dumping 20,000 candidates creates some 400,000 dicts and lists, all kept:
+        the collector's automatic full passes over them (and everything else alive)
+        cost 3-4x the dump itself (bench/placement.md). The output has no cycles.
+        """
+        with cyclic_gc_paused():
+            return super().model_dump(**kwargs)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from apportion.contracts.launch import LaunchSelectJob, LaunchSelectResult
+from apportion.contracts.launch import LaunchSelectJob, LaunchSelectResult, cyclic_gc_paused
 from apportion.errors import Infeasible, Problem
 from apportion.placement.candidates import CandidateSet, find_candidates
 
@@ -19,9 +19,9 @@ if TYPE_CHECKING:
 NO_CANDIDATES = "no allocation candidates"
 
 
-def result_of(candidates: CandidateSet) -> LaunchSelectResult:
-    """The wire result of ``candidates`` without a selection; Infeasible when empty."""
-    if not candidates.requests:
+def check_found(candidates: CandidateSet) -> None:
+    """Raise :class:`Infeasible` when there is no candidate."""
+    if not candidates.found:
         problems = []
         if candidates.search_exhausted:
             problems.append(
@@ -32,8 +32,13 @@ def result_of(candidates: CandidateSet) -> LaunchSelectResult:
                 )
             )
         raise Infeasible(NO_CANDIDATES, problems)
+
+
+def result_of(candidates: CandidateSet) -> LaunchSelectResult:
+    """The wire result of ``candidates`` without a selection; Infeasible when empty."""
+    check_found(candidates)
     return LaunchSelectResult(
-        allocation_requests=candidates.requests,
+        allocation_requests=candidates.build(),
         provider_summaries=candidates.provider_summaries,
         selection=None,
         extra=candidates.extra(),
@@ -42,7 +47,8 @@ def result_of(candidates: CandidateSet) -> LaunchSelectResult:
 
 def solve(job: LaunchSelectJob, ctx: Context) -> LaunchSelectResult:
     """Candidates only: every allocation candidate, no selection (``policy`` is ignored)."""
-    return result_of(find_candidates(job, ctx))
+    with cyclic_gc_paused():
+        return result_of(find_candidates(job, ctx))
 
 
-__all__ = ["NO_CANDIDATES", "CandidateSet", "find_candidates", "result_of", "solve"]
+__all__ = ["NO_CANDIDATES", "CandidateSet", "check_found", "find_candidates", "result_of", "solve"]

@@ -22,10 +22,9 @@ kept once, anchored at a tree it touches when one of those produced it.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from apportion.contracts.launch import (
@@ -33,6 +32,8 @@ from apportion.contracts.launch import (
     LaunchSelectJob,
     ProviderAllocation,
     ProviderSummary,
+    cyclic_gc_paused,
+    trusted,
 )
 from apportion.placement.model import Forest, build_forest
 from apportion.placement.query import ParsedRequest, parse_request
@@ -54,13 +55,14 @@ if TYPE_CHECKING:
 class CandidateSet:
     """The allocation candidates of one job, with what selection needs about them.
 
-    ``requests[i]`` is anchored at the tree rooted at ``anchors[i]`` and belongs to
-    that root's account (already filled in ``requests[i].account``). The lists are
-    not to be mutated.
+    Candidates are kept as ``found``: (anchoring root, assignment) pairs, one per
+    candidate in answer order. The wire objects are built from them on demand,
+    once (:meth:`build`), so that selection can add its fields without building
+    every ``AllocationRequest`` twice. ``requests[i]`` is anchored at the tree
+    rooted at ``anchors[i]`` and belongs to that root's account (``accounts[i]``).
     """
 
-    requests: list[AllocationRequest]
-    anchors: list[str]
+    found: Sequence[tuple[int, Assignment]]
     provider_summaries: dict[str, ProviderSummary]
     # The global cap (limits.max_candidates) cut the answer short.
     capped: bool
@@ -69,6 +71,52 @@ class CandidateSet:
     search_exhausted: bool = False
     limit: int | None = None
     forest: Forest | None = field(default=None, repr=False, compare=False)
+    builder: _Builder | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def requests(self) -> list[AllocationRequest]:
+        """The candidates as wire objects, without selection fields (built on each call)."""
+        return self.build()
+
+    @property
+    def anchors(self) -> list[str]:
+        """The uuid of each candidate's anchoring root."""
+        if self.forest is None:
+            return []
+        uuids = self.forest.uuids
+        return [uuids[anchor] for anchor, _ in self.found]
+
+    @property
+    def accounts(self) -> list[str]:
+        """The account of each candidate: the account of its anchoring root."""
+        if self.forest is None:
+            return []
+        accounts = self.forest.accounts
+        return [accounts[anchor] for anchor, _ in self.found]
+
+    def resource_classes(self) -> list[str]:
+        """The resource classes every candidate allocates (sorted).
+
+        Every candidate allocates every class of the request (amounts are ≥ 1).
+        """
+        if self.builder is None:
+            return []
+        return sorted({rc for demands in self.builder.demands for rc, _ in demands})
+
+    def build(
+        self,
+        per_account: Mapping[str, tuple[int | None, float]] | None = None,
+        costs: Sequence[float] | None = None,
+    ) -> list[AllocationRequest]:
+        """The candidates as wire objects, in answer order.
+
+        With ``per_account`` (account → its priority group and each of its
+        candidates' probability) and ``costs`` (one per candidate), the selection
+        fields are filled in; without, they are null.
+        """
+        if self.builder is None:
+            return []
+        return self.builder.build(self.found, per_account, costs)
 
     def account_of(self, provider_uuid: str) -> str:
         """The account of any provider of the job (its own, else its root's, else the root uuid)."""
@@ -88,18 +136,30 @@ class CandidateSet:
 
         ``None`` when no allocated provider states a price for what it gives.
         """
-        if self.forest is None:
+        if self.forest is None or self.builder is None:
             return None
         total, priced = 0.0, False
-        for uuid, alloc in self.requests[index].allocations.items():
-            prices = self.forest.providers[self.forest.index[uuid]].prices
+        for p, resources in self.builder.allocated(self.found[index][1]):
+            prices = self.forest.prices.get(p)
             if not prices:
                 continue
-            for rc, amount in alloc.resources.items():
+            for rc, amount in resources.items():
                 if rc in prices:
                     total += amount * prices[rc]
                     priced = True
         return total if priced else None
+
+    def costs(self, base: Mapping[str, float]) -> list[float]:
+        """cost_per_hour of each candidate: its account's (``base``, 0.0 if absent)
+        plus Σ amount × unit price over its priced providers.
+
+        Added one by one in allocation order, a class the provider has no price for
+        adding 0.0, exactly as ``selection.facts.request_costs`` walks a built
+        candidate, so both give the same floats. Not clamped.
+        """
+        if self.builder is None:
+            return []
+        return self.builder.costs(self.found, base)
 
     def extra(self) -> dict[str, Any]:
         """What the result's ``extra`` reports about how the answer was cut."""
@@ -109,50 +169,165 @@ class CandidateSet:
         return out
 
 
+# The fields set of every AllocationRequest built here, shared (see trusted()).
+_PLAIN_FIELDS = {"allocations", "mappings", "account"}
+_ALL_FIELDS = set(AllocationRequest.model_fields)
+_RESOURCES = {"resources"}
+
+
+Demands = tuple[tuple[str, int], ...]
+Picker = Callable[[Sequence[Any]], tuple[Any, ...]]
+
+
+def _picker(indices: Sequence[int]) -> Picker:
+    """A function taking the items at ``indices`` of a sequence, as a tuple."""
+    if not indices:
+        return lambda _: ()
+    if len(indices) == 1:
+        k = indices[0]
+        return lambda items: (items[k],)
+    return itemgetter(*indices)
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """How the candidates whose slots share providers the same way are built.
+
+    The shape of an assignment is, per slot, the first slot holding the same
+    provider (``tuple(map(assignment.index, assignment))``): a candidate with
+    three unsuffixed slots on one NUMA node and a sharing disk has the shape
+    (0, 0, 2). Everything but the provider names follows from the shape, so it
+    is worked out once per shape rather than once per candidate.
+    """
+
+    # per allocated provider (by its first slot), in allocation order: its
+    # position in the assignment and its shared ProviderAllocation
+    givers: Picker
+    allocations: tuple[ProviderAllocation, ...]
+    # providers of the unsuffixed group's mapping, without repeats, in slot order
+    unsuffixed: Picker | None
+    # per allocated provider, in allocation order: its first slot and what it gives
+    # (class, summed amount), for pricing
+    gives: tuple[tuple[int, tuple[tuple[str, int], ...]], ...]
+
+
 class _Builder:
     """Turns assignments into AllocationRequest objects, sharing immutable parts."""
 
     def __init__(self, forest: Forest, plan: SlotPlan) -> None:
+        self.forest = forest
         self.uuids = forest.uuids
         self.accounts = forest.accounts
         # One ProviderAllocation per distinct (class, amount) list: frozen, so shared.
-        self.allocations: dict[tuple[tuple[str, int], ...], ProviderAllocation] = {}
+        self.allocations: dict[Demands, ProviderAllocation] = {}
         self.demands = [s.demands for s in plan.slots]
-        self.size = len(plan.slots)
-        # Slots that allocate something, with their allocation when alone on a provider.
-        self.giving = [
-            (k, self._allocation(s.demands)) for k, s in enumerate(plan.slots) if s.demands
-        ]
         self.unsuffixed = [k for k, s in enumerate(plan.slots) if not s.suffix]
         self.suffixed = [(k, s.suffix) for k, s in enumerate(plan.slots) if s.suffix]
+        self.shapes: dict[tuple[int, ...], _Shape] = {}
 
-    def _allocation(self, demands: tuple[tuple[str, int], ...]) -> ProviderAllocation:
+    def _allocation(self, demands: Demands) -> ProviderAllocation:
         pa = self.allocations.get(demands)
         if pa is None:
             resources: dict[str, int] = {}
             for rc, amount in demands:
                 resources[rc] = resources.get(rc, 0) + amount
-            pa = self.allocations[demands] = ProviderAllocation(resources=resources)
+            pa = self.allocations[demands] = trusted(
+                ProviderAllocation, {"resources": resources}, _RESOURCES
+            )
         return pa
 
-    def request(self, anchor: int, assignment: Assignment) -> AllocationRequest:
-        uuids, cache = self.uuids, self.allocations
-        merged: dict[int, tuple[tuple[str, int], ...]] = {}
-        for p, demands in zip(assignment, self.demands):  # noqa: B905 (equal lengths)
-            if demands:
-                before = merged.get(p)
-                merged[p] = demands if before is None else before + demands
-        allocations: dict[str, ProviderAllocation] = {}
-        for p, demands in merged.items():
-            allocations[uuids[p]] = cache.get(demands) or self._allocation(demands)
-        mappings: dict[str, list[str]] = {}
-        if self.unsuffixed:
-            mappings[""] = list(dict.fromkeys([uuids[assignment[k]] for k in self.unsuffixed]))
-        for k, suffix in self.suffixed:
-            mappings[suffix] = [uuids[assignment[k]]]
-        return AllocationRequest(
-            allocations=allocations, mappings=mappings, account=self.accounts[anchor]
-        )
+    def _shape(self, assignment: Assignment) -> _Shape:
+        key = tuple(map(assignment.index, assignment))
+        shape = self.shapes.get(key)
+        if shape is None:
+            # Amounts of several slots on one provider add up in one allocation
+            # (placed where the first of those slots is), in slot order.
+            merged: dict[int, Demands] = {}
+            for first, demands in zip(key, self.demands):  # noqa: B905 (equal lengths)
+                if demands:
+                    merged[first] = merged.get(first, ()) + demands
+            mapped = tuple(dict.fromkeys(key[k] for k in self.unsuffixed))
+            allocations = tuple(self._allocation(d) for d in merged.values())
+            shape = self.shapes[key] = _Shape(
+                givers=_picker(tuple(merged)),
+                allocations=allocations,
+                unsuffixed=_picker(mapped) if self.unsuffixed else None,
+                gives=tuple(
+                    (k, tuple(pa.resources.items()))
+                    for k, pa in zip(merged, allocations, strict=True)
+                ),
+            )
+        return shape
+
+    def allocated(self, assignment: Assignment) -> list[tuple[int, dict[str, int]]]:
+        """(provider, class → amount) of ``assignment``, in allocation order."""
+        shape = self._shape(assignment)
+        return [
+            (p, pa.resources)
+            for p, pa in zip(shape.givers(assignment), shape.allocations, strict=True)
+        ]
+
+    def build(
+        self,
+        found: Sequence[tuple[int, Assignment]],
+        per_account: Mapping[str, tuple[int | None, float]] | None,
+        costs: Sequence[float] | None,
+    ) -> list[AllocationRequest]:
+        uuid_of, accounts = self.uuids.__getitem__, self.accounts
+        shapes, shape_of, suffixed = self.shapes, self._shape, self.suffixed
+        # The values are the engine's own (uuids of the job, amounts of the parsed
+        # request, accounts of the forest): built as they are, not re-validated.
+        annotated = per_account is not None and costs is not None
+        fields = _ALL_FIELDS if annotated else _PLAIN_FIELDS
+        groups: Mapping[str, tuple[int | None, float]] = per_account or {}
+        cost_of: Sequence[float] = costs or ()
+        group: int | None = None
+        probability: float | None = None
+        cost: float | None = None
+        out: list[AllocationRequest] = []
+        append = out.append
+        for i, (anchor, assignment) in enumerate(found):
+            shape = shapes.get(tuple(map(assignment.index, assignment))) or shape_of(assignment)
+            names = tuple(map(uuid_of, assignment))
+            mappings: dict[str, list[str]] = {}
+            if shape.unsuffixed is not None:
+                mappings[""] = list(shape.unsuffixed(names))
+            for k, suffix in suffixed:
+                mappings[suffix] = [names[k]]
+            account = accounts[anchor]
+            if annotated:
+                group, probability = groups[account]
+                cost = cost_of[i]
+            values = {
+                "allocations": dict(zip(shape.givers(names), shape.allocations)),  # noqa: B905
+                "mappings": mappings,
+                "account": account,
+                "priority_group": group,
+                "probability": probability,
+                "cost_per_hour": cost,
+            }
+            append(trusted(AllocationRequest, values, fields))
+        return out
+
+    def costs(
+        self, found: Sequence[tuple[int, Assignment]], base: Mapping[str, float]
+    ) -> list[float]:
+        accounts, prices = self.accounts, self.forest.prices
+        if not prices:
+            return [base.get(accounts[anchor], 0.0) for anchor, _ in found]
+        shapes, shape_of = self.shapes, self._shape
+        out: list[float] = []
+        append = out.append
+        for anchor, assignment in found:
+            total = base.get(accounts[anchor], 0.0)
+            shape = shapes.get(tuple(map(assignment.index, assignment))) or shape_of(assignment)
+            for k, gives in shape.gives:
+                price = prices.get(assignment[k])
+                if price:
+                    for rc, amount in gives:
+                        total += amount * price.get(rc, 0.0)
+            append(total)
+        return out
 
 
 def _streams(
@@ -201,30 +376,12 @@ def find_candidates(job: LaunchSelectJob, ctx: Context) -> CandidateSet:
     empty answer is an empty ``requests`` list, not an error.
     """
     limits = ctx.limits
-    with _cyclic_gc_paused():
+    with cyclic_gc_paused():
         forest = build_forest(job.providers, limits)
         request = parse_request(job.request, limits)
         return candidates_for(
             forest, request, limits.max_candidates, limits.max_candidate_search_steps
         )
-
-
-@contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while candidates are built.
-
-    The engine creates tens of thousands of small, long-lived, cycle-free objects;
-    each automatic full collection meanwhile re-traverses all of them and the job's
-    providers, which cost up to a third of the run time (bench/placement.md).
-    Reference counting still frees everything; the collector is restored after.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def candidates_for(
@@ -233,8 +390,7 @@ def candidates_for(
     """The candidates of an already parsed request over an already built forest."""
     plan = plan_slots(forest, request)
     empty = CandidateSet(
-        requests=[],
-        anchors=[],
+        found=[],
         provider_summaries={},
         capped=False,
         max_candidates=max_candidates,
@@ -250,16 +406,14 @@ def candidates_for(
     capped = len(found) > max_candidates
     if capped:
         found = found[:max_candidates]
-    builder = _Builder(forest, plan)
-    requests = [builder.request(anchor, assignment) for anchor, assignment in found]
     touched = {p for _, assignment in found for p in assignment}
     return CandidateSet(
-        requests=requests,
-        anchors=[forest.uuids[anchor] for anchor, _ in found],
+        found=found,
         provider_summaries=provider_summaries(forest, touched),
         capped=capped,
         max_candidates=max_candidates,
         search_exhausted=exhausted,
         limit=limit,
         forest=forest,
+        builder=_Builder(forest, plan),
     )

@@ -98,6 +98,8 @@ class Forest:
     tree_members: Mapping[int, tuple[int, ...]]
     # providers with MISC_SHARES_VIA_AGGREGATE
     sharing: frozenset[int]
+    # provider index -> its unit prices per hour, for providers that state any
+    prices: Mapping[int, Mapping[str, float]]
     # sharing provider -> roots of the *other* trees it serves (a provider of the
     # tree shares one of its aggregates), ascending
     serves: Mapping[int, tuple[int, ...]]
@@ -262,6 +264,7 @@ def build_forest(providers: Sequence[Provider], limits: Limits) -> Forest:
     trait_lists: dict[str, list[int]] = {}
     agg_lists: dict[str, list[int]] = {}
     traits: list[frozenset[str]] = []
+    prices: dict[int, Mapping[str, float]] = {}
     no_traits: frozenset[str] = frozenset()
     # resource class -> rows (provider, total, reserved, ratio, min, max, step, used, explicit max)
     tables: dict[str, list[tuple[int, int, int, float, int, int, int, int, bool]]] = {}
@@ -305,6 +308,8 @@ def build_forest(providers: Sequence[Provider], limits: Limits) -> Forest:
             traits.append(no_traits)
         for a in p.aggregates:
             agg_lists.setdefault(a, []).append(i)
+        if p.prices:
+            prices[i] = p.prices
         inventories, usages = p.inventories, p.usages
         if inventories:
             names.update(inventories)
@@ -356,10 +361,15 @@ def build_forest(providers: Sequence[Provider], limits: Limits) -> Forest:
         tree_members.setdefault(r, []).append(i)
     sharing = frozenset(trait_lists.get(SHARING_TRAIT, ()))
     serves: dict[int, tuple[int, ...]] = {}
+    # Sharing providers usually share their aggregates: their trees are found once.
+    agg_roots: dict[str, set[int]] = {}
     for s in sorted(sharing):
         served: set[int] = set()
         for a in providers[s].aggregates:
-            served.update([roots[m] for m in agg_lists[a]])
+            in_agg = agg_roots.get(a)
+            if in_agg is None:
+                in_agg = agg_roots[a] = {roots[m] for m in agg_lists[a]}
+            served |= in_agg
         served.discard(roots[s])
         serves[s] = tuple(sorted(served))
     root_accounts: dict[int, str] = {}
@@ -381,6 +391,7 @@ def build_forest(providers: Sequence[Provider], limits: Limits) -> Forest:
         providers=providers,
         tree_members={r: tuple(m) for r, m in tree_members.items()},
         sharing=sharing,
+        prices=prices,
         serves=serves,
         inventories=columns,
         trait_members={t: np.array(m, dtype=np.int64) for t, m in trait_lists.items()},

@@ -194,6 +194,8 @@ class Searcher:
 
         def reachable(high: int, later: tuple[int, ...]) -> bool:
             """Can a later position still take ``high`` or one of its ancestors?"""
+            if not later:
+                return False
             above = forest.ancestors_or_self(high)
             for m in later:
                 options = sets.get(m)

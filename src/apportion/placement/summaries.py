@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from apportion.contracts.launch import ProviderSummary, ResourceSummary
+from apportion.contracts.launch import ProviderSummary, ResourceSummary, trusted
 from apportion.placement.model import Forest
+
+# The fields set of every summary built here, shared (see trusted()).
+_FIELDS = set(ProviderSummary.model_fields)
+_PAIR = {"capacity", "used"}
 
 
 def provider_summaries(forest: Forest, providers: Iterable[int]) -> dict[str, ProviderSummary]:
@@ -37,13 +41,17 @@ def provider_summaries(forest: Forest, providers: Iterable[int]) -> dict[str, Pr
             pair = (capacity[r], used[r])
             rs = cache.get(pair)
             if rs is None:
-                rs = cache[pair] = ResourceSummary(capacity=pair[0], used=pair[1])
+                rs = cache[pair] = trusted(
+                    ResourceSummary, {"capacity": pair[0], "used": pair[1]}, _PAIR
+                )
             resources[rc] = rs
         parent = parents[p]
-        out[uuids[p]] = ProviderSummary(
-            resources=resources,
-            traits=sorted(forest.traits[p]),
-            parent_provider_uuid=uuids[parent] if parent >= 0 else None,
-            root_provider_uuid=uuids[roots_of[p]],
-        )
+        # Built from the forest's own checked values: not re-validated (see trusted()).
+        values = {
+            "resources": resources,
+            "traits": sorted(forest.traits[p]),
+            "parent_provider_uuid": uuids[parent] if parent >= 0 else None,
+            "root_provider_uuid": uuids[roots_of[p]],
+        }
+        out[uuids[p]] = trusted(ProviderSummary, values, _FIELDS)
     return out

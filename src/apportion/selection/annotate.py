@@ -1,5 +1,10 @@
 """Annotate every allocation candidate with its account's group, probability and cost.
 
+Used by :func:`apportion.selection.apply_policy`, which takes already built
+AllocationRequests. launch_select itself does not copy: it runs the policy on the
+candidates engine's compact answer (:func:`apportion.selection.policy.choose`) and
+builds every request once, with these fields (``CandidateSet.build``).
+
 A launch_select can carry thousands of candidates, and ``model_copy`` costs a few
 microseconds each (it deep-copies pydantic's bookkeeping through ``copy.copy``), which
 alone would exceed the selection's time budget. The copy here builds the new frozen

@@ -83,9 +83,23 @@ def candidate_costs(
     providers: Mapping[str, Provider],
     settings: Mapping[str, Account],
 ) -> list[float]:
-    """cost_per_hour of every candidate, in request order."""
-    prices = {uuid: p.prices for uuid, p in providers.items() if p.prices}
+    """cost_per_hour of every candidate, in request order (finite)."""
     base = {a: s.cost_per_hour for a, s in settings.items()}
+    return finite_costs(request_costs(requests, providers, base))
+
+
+def request_costs(
+    requests: Sequence[AllocationRequest],
+    providers: Mapping[str, Provider],
+    base: Mapping[str, float],
+) -> list[float]:
+    """Each request's account ``cost_per_hour`` (``base``) plus Σ amount × unit price.
+
+    Terms are added one by one in allocation order (a class without a price adds
+    0.0), which the candidates engine repeats exactly on its compact candidates
+    (``CandidateSet.costs``). Not clamped: see :func:`finite_costs`.
+    """
+    prices = {uuid: p.prices for uuid, p in providers.items() if p.prices}
     price_of = prices.get
     out: list[float] = []
     append = out.append
@@ -97,10 +111,13 @@ def candidate_costs(
                 if price:
                     for rc, amount in alloc.resources.items():
                         total += amount * price.get(rc, 0.0)
-        if not -MAX_COST <= total <= MAX_COST:
-            total = _clamp(total)
         append(total)
     return out
+
+
+def finite_costs(costs: Sequence[float]) -> list[float]:
+    """``costs`` with every infinite or NaN value clamped (see :func:`_clamp`)."""
+    return [c if -MAX_COST <= c <= MAX_COST else _clamp(c) for c in costs]
 
 
 def account_costs(accounts_of: Sequence[str], costs: Sequence[float]) -> dict[str, float]:

@@ -18,7 +18,7 @@ them) with ``priority_group`` null and probability 0: they cannot be chosen.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
@@ -50,7 +50,13 @@ from apportion.limits import Limits
 from apportion.selection import dice, expression, modules
 from apportion.selection.annotate import annotate
 from apportion.selection.distribution import Distribution, names
-from apportion.selection.facts import DEFAULT_ACCOUNT, Facts, account_costs, candidate_costs
+from apportion.selection.facts import (
+    DEFAULT_ACCOUNT,
+    Facts,
+    account_costs,
+    finite_costs,
+    request_costs,
+)
 from apportion.selection.utilisation import free_shares
 
 _POLICY_ADAPTER: TypeAdapter[list[PolicyModule]] = TypeAdapter(list[PolicyModule])
@@ -155,6 +161,37 @@ def _check_inputs(
         raise Rejected(f"{bad[0].path}: {bad[0].message}", bad)
 
 
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """What selection needs to know about the candidates, without the candidates.
+
+    The candidates engine fills it from its own compact representation, so the
+    policy runs before any ``AllocationRequest`` is built (each is then built once,
+    with its selection fields); :func:`apply_policy` fills it from built requests.
+    """
+
+    # The account of each candidate (the account of its anchoring tree's root).
+    accounts: Sequence[str | None]
+    # Given each account's cost_per_hour, each candidate's: that plus Σ amount × unit
+    # price, added in allocation order, not clamped (see facts.request_costs).
+    costs: Callable[[Mapping[str, float]], Sequence[float]]
+    # The resource classes the candidates allocate (read by least_used, expression).
+    resource_classes: Callable[[], Sequence[str]]
+    # The job's providers by uuid (read by least_used and expression only).
+    providers: Callable[[], Mapping[str, Provider]]
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """The policy's answer about a :class:`Pool`."""
+
+    # account → (its priority group, or None when excluded/disabled; the probability
+    # of each of its candidates within that group)
+    per_account: dict[str, tuple[int | None, float]]
+    costs: list[float]  # cost_per_hour of each candidate, in pool order
+    selection: Selection
+
+
 def apply_policy(
     requests: Sequence[AllocationRequest],
     providers: Mapping[str, Provider],
@@ -171,18 +208,52 @@ def apply_policy(
 
     Every request must carry ``account`` (the candidates engine sets it: the account
     of the candidate's tree root). Accounts missing from ``accounts`` get the
-    defaults (priority 0, weight 1, cost 0, enabled).
+    defaults (priority 0, weight 1, cost 0, enabled). Returns annotated copies of
+    ``requests``; the engine itself uses :func:`choose` and builds each once.
     """
+    pool = Pool(
+        accounts=[request.account for request in requests],
+        costs=lambda base: request_costs(requests, providers, base),
+        resource_classes=lambda: _resource_classes(requests),
+        providers=lambda: providers,
+    )
+    choice = choose(
+        pool,
+        accounts,
+        policy,
+        failures=failures,
+        exclude_accounts=exclude_accounts,
+        seed=seed,
+        now=now,
+        limits=limits,
+    )
+    return PolicyOutcome(annotate(requests, choice.per_account, choice.costs), choice.selection)
+
+
+def choose(
+    pool: Pool,
+    accounts: Mapping[str, Account],
+    policy: Sequence[PolicyModule],
+    *,
+    failures: Mapping[str, int],
+    exclude_accounts: Collection[str],
+    seed: int | None,
+    now: datetime,
+    limits: Limits,
+) -> Choice:
+    """:func:`apply_policy` over a :class:`Pool`: groups, probabilities, costs, the dice."""
     check_policy(policy, limits)
     _check_inputs(accounts, failures, exclude_accounts, limits)
-    if not requests:
+    if not pool.accounts:
         raise Infeasible("there is no allocation candidate to choose from")
 
-    maybe_accounts = [request.account for request in requests]
+    maybe_accounts = pool.accounts
     if None in maybe_accounts:
         # A caller bug, not a user's: the candidates engine always sets it.
-        raise ValueError(f"allocation request {maybe_accounts.index(None)} carries no account")
-    accounts_of = cast(list[str], maybe_accounts)
+        raise ValueError(
+            f"allocation request {list(maybe_accounts).index(None)} carries no account"
+        )
+    accounts_of = cast(Sequence[str], maybe_accounts)
     present = Counter(accounts_of)
     if len(present) > limits.max_accounts:
         raise Rejected.at(
@@ -203,7 +274,7 @@ def apply_policy(
             + "; enable an account or retry without excluding it"
         )
 
-    costs = candidate_costs(requests, providers, settings)
+    costs = finite_costs(pool.costs({a: s.cost_per_hour for a, s in settings.items()}))
     kinds = {m.module for m in policy}
     facts = Facts.build(
         eligible,
@@ -211,7 +282,7 @@ def apply_policy(
         failures,
         account_costs(accounts_of, costs) if kinds & {"cost", "expression"} else {},
         present,
-        free_shares(providers, eligible, _resource_classes(requests))
+        free_shares(pool.providers(), eligible, pool.resource_classes())
         if kinds & {"least_used", "expression"}
         else None,
         now,
@@ -235,7 +306,7 @@ def apply_policy(
         groups=[PriorityGroup(priority=g, probabilities=m) for g, m in enumerate(groups)],
         trace=trace,
     )
-    return PolicyOutcome(annotate(requests, per_account, costs), selection)
+    return Choice(per_account, costs, selection)
 
 
 def _run_stack(
