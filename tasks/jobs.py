@@ -6,10 +6,10 @@ import logging
 from typing import Any
 
 from celery import Celery, Task
-from celery.exceptions import SoftTimeLimitExceeded
+from celery.exceptions import Reject, SoftTimeLimitExceeded
 
 from apportion import ENGINE_VERSION
-from apportion.contracts import Envelope, ErrorInfo, Kind
+from apportion.contracts import Envelope, ErrorDetail, ErrorInfo, Kind
 from apportion.engine import available_kinds, run
 from apportion.errors import InfrastructureError
 from config.celeryconfig import TASK_QUEUES
@@ -49,23 +49,57 @@ def publish_or_retry(task: Task, rt: Runtime, envelope: Envelope) -> None:
 
     The retry re-runs the job (engines are deterministic and cheap next to an outage);
     publishing is idempotent by job_id, so a retry after a publish that did land
-    produces no second event.
+    produces no second event. A soft time limit that fires while publishing means
+    Redis is slow, not that the job is too big (the job is already solved): it is
+    retried like an outage rather than failing the task, which would lose the job.
     """
     try:
         rt.publisher.publish(envelope)
-    except InfrastructureError as exc:
+    except (InfrastructureError, SoftTimeLimitExceeded) as exc:
         raise _retry(task, rt, exc, f"publishing {envelope.job_id}") from exc
 
 
-def _retry(task: Task, rt: Runtime, exc: Exception, doing: str) -> Exception:
-    """Retry the whole task later with exponential backoff (Redis was unreachable)."""
+def _retry(task: Task, rt: Runtime, exc: BaseException, doing: str) -> Exception:
+    """Run the whole task again later, without ever losing the job.
+
+    With exponential backoff while retries last (a new message with a countdown).
+    Two ways the job used to be lost, both now a requeue of the original message
+    (acks_late keeps it unacknowledged until then):
+
+    * the retry message itself cannot be sent — the broker is the same Redis that
+      just failed — which Celery answers with ``Reject(requeue=False)``, a drop;
+    * the retries are used up while Redis is still away: failing the task would ack
+      the message with no result published anywhere.
+
+    A requeued job runs again as soon as a worker takes it; every attempt first waits
+    out the Redis client's own reconnect backoff, so this is a slow loop, never a hot
+    one, and it ends when Redis answers again.
+    """
     retries = task.request.retries
+    if retries >= rt.settings.publish_retries:
+        log.error(
+            "%s failed (%s) after %d retries; the job goes back on its queue",
+            doing,
+            exc,
+            retries,
+        )
+        return _requeue(f"{doing}: {exc}")
     countdown = min(2**retries, rt.settings.publish_backoff_max)
     log.warning("%s failed (%s); retry %d in %ss", doing, exc, retries + 1, countdown)
-    retry: Exception = task.retry(
-        exc=exc, countdown=countdown, max_retries=rt.settings.publish_retries
-    )
+    try:
+        retry: Exception = task.retry(
+            exc=exc, countdown=countdown, max_retries=rt.settings.publish_retries, throw=False
+        )
+    except Reject as unsent:
+        log.error("%s: the retry could not be sent (%s); requeued instead", doing, unsent.reason)
+        return _requeue(f"{doing}: {exc}")
     return retry
+
+
+def _requeue(reason: str) -> Exception:
+    """Celery's way to put the message back on its queue (acks_late: it was never acked)."""
+    requeue: Exception = Reject(reason, requeue=True)
+    return requeue
 
 
 def _solve(task: Task, kind: Kind, job: Any, rt: Runtime) -> Envelope:
@@ -107,9 +141,38 @@ def execute(task: Task, kind: Kind, job: Any) -> dict[str, Any]:
     return envelope.model_dump(mode="json")
 
 
+def _bad_arguments(
+    kind: Kind, task: Task, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Envelope:
+    """The answer to a message whose arguments are not the one job SPEC.md §3 sends."""
+    return Envelope(
+        job_id=task.request.id,
+        kind=kind,
+        status="rejected",
+        error=ErrorInfo(
+            code="invalid_message",
+            message=f"{task_name(kind)} takes exactly one argument, the job object; "
+            f"got {len(args)} positional and {len(kwargs)} keyword arguments",
+            details=[ErrorDetail(path="args", message="send args=[job] and no kwargs")],
+        ),
+        engine_version=ENGINE_VERSION,
+        elapsed_ms=0.0,
+    )
+
+
 def _make(kind: Kind) -> Any:
-    def job_task(self: Task, job: Any) -> dict[str, Any]:
-        return execute(self, kind, job)
+    def job_task(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        # Any arity is accepted so that a producer's mistake (two jobs in args, the
+        # job as a keyword) is answered with a rejected result like any bad job,
+        # instead of a TypeError that leaves no result event at all.
+        if len(args) == 1 and not kwargs:
+            return execute(self, kind, args[0])
+        if not args and set(kwargs) == {"job"}:
+            return execute(self, kind, kwargs["job"])
+        envelope = _bad_arguments(kind, self, args, kwargs)
+        log.info("job %s (%s) rejected: %s", envelope.job_id, kind, envelope.error)
+        publish_or_retry(self, get_runtime(), envelope)
+        return envelope.model_dump(mode="json")
 
     job_task.__name__ = kind
     job_task.__qualname__ = kind
@@ -121,4 +184,10 @@ def register(app: Celery) -> None:
     """Register a task on ``app`` for every kind whose engine exists."""
     for kind in available_kinds():
         # shared=False: tasks belong to this app only (the demo builds a second app).
-        app.task(name=task_name(kind), bind=True, typing=False, shared=False)(_make(kind))
+        # resultrepr_maxsize: Celery reprs every return value for its "succeeded" log
+        # line before deciding what to log; a whole result is up to 1 KiB of repr per
+        # job (~4 % of a small job's time in the worker, bench/worker.md) and floods the
+        # log. The envelope's first fields (job_id, kind, status) fit in 200 characters.
+        app.task(
+            name=task_name(kind), bind=True, typing=False, shared=False, resultrepr_maxsize=200
+        )(_make(kind))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 from celery import Celery
@@ -57,6 +58,12 @@ def warm_up(settings: Settings) -> None:
 def _warm_up_before_the_pool_forks(sender: Any = None, **_: Any) -> None:
     # worker_init fires in the main process before the pool starts (celery.worker.worker).
     warm_up(get_settings())
+    # Everything loaded so far lives as long as the process. Frozen, the pool children
+    # skip it in every full garbage collection (scipy, pydantic's schemas and yaql's
+    # tables are hundreds of thousands of objects), and the collector no longer writes
+    # to those pages, so the children keep sharing them with the parent after fork.
+    gc.collect()
+    gc.freeze()
 
 
 worker_init.connect(_warm_up_before_the_pool_forks, weak=False)
