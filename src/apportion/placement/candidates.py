@@ -24,8 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+import numpy.typing as npt
 
 from apportion.contracts.launch import (
     AllocationRequest,
@@ -313,21 +317,64 @@ class _Builder:
         self, found: Sequence[tuple[int, Assignment]], base: Mapping[str, float]
     ) -> list[float]:
         accounts, prices = self.accounts, self.forest.prices
-        if not prices:
-            return [base.get(accounts[anchor], 0.0) for anchor, _ in found]
-        shapes, shape_of = self.shapes, self._shape
-        out: list[float] = []
-        append = out.append
-        for anchor, assignment in found:
-            total = base.get(accounts[anchor], 0.0)
-            shape = shapes.get(tuple(map(assignment.index, assignment))) or shape_of(assignment)
+        totals = [base.get(accounts[anchor], 0.0) for anchor, _ in found]
+        if not prices or not found:
+            return totals
+        # Candidates of one shape price the same (slot, class, amount) list, only on
+        # other providers: per shape, each term is one numpy operation over all its
+        # candidates instead of a Python loop per candidate (bench/selection.md).
+        # Every candidate still gets its terms added one by one in the same order as
+        # the plain walk (request_costs), each a float64 multiply and add, so the
+        # floats are identical; a provider with no prices at all adds nothing (not
+        # even 0.0, which would turn a -0.0 base into 0.0), as in the walk.
+        # The providers of every candidate, one row each, and each row's shape: per
+        # slot, the first slot holding the same provider (see _Shape).
+        slots = len(found[0][1])
+        assigned = np.fromiter(
+            chain.from_iterable(assignment for _, assignment in found),
+            dtype=np.intp,
+            count=len(found) * slots,
+        ).reshape(len(found), slots)
+        first = np.empty_like(assigned)
+        for j in range(slots):
+            first[:, j] = j
+            for i in range(j - 1, -1, -1):  # ends at the smallest such slot
+                first[assigned[:, i] == assigned[:, j], j] = i
+        if slots**slots < 2**62:  # the shape as one number in base ``slots``: fast unique
+            code = np.zeros(len(found), dtype=np.int64)
+            for j in range(slots):
+                code = code * slots + first[:, j]
+            codes, shape_of = np.unique(code, return_inverse=True)
+        else:  # 16 slots or more: rows compared whole (slower, exact)
+            codes, shape_of = np.unique(first, axis=0, return_inverse=True)
+            shape_of = shape_of.reshape(-1)
+        total = np.array(totals, dtype=np.float64)
+        priced_providers = list(prices)
+        priced = np.zeros(len(self.uuids), dtype=bool)
+        priced[priced_providers] = True
+        columns: dict[str, npt.NDArray[np.float64]] = {}
+
+        def column(rc: str) -> npt.NDArray[np.float64]:
+            col = columns.get(rc)
+            if col is None:
+                col = columns[rc] = np.zeros(len(self.uuids), dtype=np.float64)
+                col[priced_providers] = [unit.get(rc, 0.0) for unit in prices.values()]
+            return col
+
+        for u in range(len(codes)):
+            at = np.flatnonzero(shape_of == u) if len(codes) > 1 else np.arange(len(found))
+            example = found[int(at[0])][1]
+            shape = self.shapes.get(tuple(map(example.index, example))) or self._shape(example)
             for k, gives in shape.gives:
-                price = prices.get(assignment[k])
-                if price:
+                providers = assigned[at, k]
+                has = priced[providers]
+                if not has.any():
+                    continue
+                where, providers = at[has], providers[has]
+                with np.errstate(over="ignore", invalid="ignore"):  # inf, as floats do
                     for rc, amount in gives:
-                        total += amount * price.get(rc, 0.0)
-            append(total)
-        return out
+                        total[where] += np.float64(amount) * column(rc)[providers]
+        return cast(list[float], total.tolist())
 
 
 def _streams(
