@@ -32,6 +32,7 @@ from apportion.contracts.launch import (
     Provider,
     Selection,
     TraceStep,
+    trusted,
 )
 from apportion.contracts.policy import (
     BASE_MODULES,
@@ -289,8 +290,8 @@ def choose(
         limits,
     )
 
-    dist, trace = _run_stack(policy, facts, removed_note=_removed_note(excluded, disabled))
-    groups = dist.group_probabilities()
+    _, trace = _run_stack(policy, facts, removed_note=_removed_note(excluded, disabled))
+    groups = trace[-1].groups  # the final distribution's, computed for the trace
     rng = dice.new_rng(seed)
     winner, roll = dice.roll_account(rng, groups[0])
     chosen = dice.pick_candidate(rng, [i for i, a in enumerate(accounts_of) if a == winner])
@@ -303,10 +304,31 @@ def choose(
         chosen=chosen,
         account=winner,
         roll=roll,
-        groups=[PriorityGroup(priority=g, probabilities=m) for g, m in enumerate(groups)],
+        groups=[_priority_group(g, m) for g, m in enumerate(groups)],
         trace=trace,
     )
     return Choice(per_account, costs, selection)
+
+
+_TRACE_FIELDS = {"module", "probabilities", "groups", "note"}
+_GROUP_FIELDS = {"priority", "probabilities"}
+
+
+def _trace_step(module: str, dist: Distribution, note: str | None) -> TraceStep:
+    """The trace entry of one module: built as it is, not validated.
+
+    Every value comes from the engine (names, floats from numpy, the module's note),
+    and a step carries two maps over every account: validating them cost more than
+    the modules themselves at 1,000 accounts (bench/selection.md).
+    """
+    groups = dist.group_probabilities()
+    probabilities = {a: p for group in groups for a, p in group.items()}
+    values = {"module": module, "probabilities": probabilities, "groups": groups, "note": note}
+    return trusted(TraceStep, values, _TRACE_FIELDS)
+
+
+def _priority_group(rank: int, probabilities: dict[str, float]) -> PriorityGroup:
+    return trusted(PriorityGroup, {"priority": rank, "probabilities": probabilities}, _GROUP_FIELDS)
 
 
 def _run_stack(
@@ -322,26 +344,12 @@ def _run_stack(
     else:
         step = modules.least_used(base, facts, weighted=weighted)
     note = f"{step.note}; {removed_note}" if removed_note else step.note
-    trace.append(
-        TraceStep(
-            module=base.module,
-            probabilities=step.dist.ordered_probabilities(),
-            groups=step.dist.group_probabilities(),
-            note=note,
-        )
-    )
+    trace.append(_trace_step(base.module, step.dist, note))
     dist = step.dist
     for i, module in enumerate(policy[1:], start=1):
         step = _apply(module, dist, facts, f"policy[{i}]")
         dist = step.dist
-        trace.append(
-            TraceStep(
-                module=module.module,
-                probabilities=dist.ordered_probabilities(),
-                groups=dist.group_probabilities(),
-                note=step.note,
-            )
-        )
+        trace.append(_trace_step(module.module, dist, step.note))
     return dist, trace
 
 
