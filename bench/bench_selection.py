@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import gc
 import platform
 import pstats
 import statistics
