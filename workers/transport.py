@@ -29,6 +29,18 @@ kombu fixes them.
    recorded after all, the job runs twice, which apportion's once-per-job_id publishing
    makes harmless.
 
+3. **A SIGKILLed worker lost a job it had not yet recorded.** The same two-command gap,
+   on a kill instead of a restart: ``BRPOP`` answered, the process killed before its
+   ``HSET unacked``: the message was in no list any more (seen once in ~20 runs of
+   tests/integration/test_worker_killed.py). Fix: while messages are waiting, the
+   channel takes them with one Lua script that pops a message *and* records it in
+   ``unacked`` (hash and index, as kombu's QoS.append writes them) in one atomic step
+   on the server; a kill at any moment leaves every message either queued or
+   unacknowledged, and the visibility timeout restores the latter. Only when every
+   queue is empty does it block in ``BRPOP`` as kombu does, so an idle worker still
+   wakes at once; the gap remains only for a message that arrives while the worker
+   waits idle *and* a kill in the microseconds before it is recorded.
+
 Selected by ``broker_transport`` in config/celeryconfig.py for ``redis://`` and
 ``rediss://`` brokers (both are this transport in kombu).
 """
@@ -37,10 +49,12 @@ from __future__ import annotations
 
 import logging
 import threading
+from time import time
 from typing import Any
 
 from kombu.transport import redis as kombu_redis
-from kombu.utils.json import dumps
+from kombu.utils.encoding import bytes_to_str
+from kombu.utils.json import dumps, loads
 
 log = logging.getLogger("apportion.transport")
 
@@ -85,10 +99,37 @@ class _Undelivered:
 UNDELIVERED = _Undelivered()
 
 
+# KEYS: unacked index (zset), unacked (hash), then the queues in priority order.
+# ARGV: the time to index the delivery by. Returns {queue, message} or false.
+# The hash value is written as kombu's QoS.append writes it, dumps([raw, exchange,
+# routing_key]), by concatenation: the raw message stays byte for byte as queued
+# (cjson would re-encode it, turning [] into {}).
+_POP_INTO_UNACKED = """
+for i = 3, #KEYS do
+  local item = redis.call('RPOP', KEYS[i])
+  if item then
+    local ok, message = pcall(cjson.decode, item)
+    local props = ok and type(message) == 'table' and message['properties']
+    local tag = type(props) == 'table' and props['delivery_tag']
+    local info = type(props) == 'table' and props['delivery_info']
+    if type(tag) == 'string' and type(info) == 'table' then
+      redis.call('ZADD', KEYS[1], ARGV[1], tag)
+      redis.call('HSET', KEYS[2], tag, '[' .. item .. ', ' ..
+        cjson.encode(info['exchange'] or '') .. ', ' ..
+        cjson.encode(info['routing_key'] or '') .. ']')
+    end
+    return {KEYS[i], item}
+  end
+end
+return false
+"""
+
+
 class Channel(kombu_redis.Channel):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # The connection info (URL, credentials, options) this channel was opened with.
         self._opened_with = args[0].client if args else kwargs["connection"].client
+        self._no_ack_queues: set[str | None] = set()
         super().__init__(*args, **kwargs)
 
     def _connparams(self, asynchronous: bool = False) -> Any:
@@ -105,7 +146,54 @@ class Channel(kombu_redis.Channel):
 
     def basic_consume(self, queue: str, *args: Any, **kwargs: Any) -> Any:
         UNDELIVERED.requeue(self)
+        # Queues consumed without acknowledgements (replies to control commands) must
+        # not be recorded as unacknowledged: nothing would ever remove them (fix 3).
+        no_ack = args[0] if args else kwargs.get("no_ack", False)
+        if no_ack:
+            self._no_ack_queues.add(queue)
         return super().basic_consume(queue, *args, **kwargs)
+
+    def basic_cancel(self, consumer_tag: str) -> Any:
+        self._no_ack_queues.discard(self._tag_to_queue.get(consumer_tag))
+        return super().basic_cancel(consumer_tag)
+
+    def pop_into_unacked(self, keys: list[str]) -> tuple[str, str] | None:
+        """Atomically take the next message of ``keys`` and record it as unacknowledged."""
+        script = self.__dict__.get("_pop_script")
+        if script is None:
+            script = self.__dict__["_pop_script"] = self.client.register_script(_POP_INTO_UNACKED)
+        found = script(keys=[self.unacked_index_key, self.unacked_key, *keys], args=[time()])
+        if not found:
+            return None
+        dest, item = found
+        return bytes_to_str(dest), bytes_to_str(item)
+
+    def _brpop_start(self, timeout: Any = None) -> Any:
+        # Fix 3 above: take waiting messages atomically into ``unacked``, up to what
+        # the prefetch allows; block in kombu's BRPOP only when every queue is empty.
+        # Messages taken here are delivered now, like a BRPOP answer would be on the
+        # next loop turn, and ``_in_poll`` stays unset so the next turn asks again.
+        if (
+            self.global_keyprefix
+            or not self.active_queues
+            or not self._no_ack_queues.isdisjoint(self.active_queues)
+        ):
+            return super()._brpop_start(timeout)
+        budget = max(1, self.qos.prefetch_count or 1)
+        while budget > 0 and self.qos.can_consume():
+            queues = self._queue_cycle.consume(len(self.active_queues))
+            if not queues:
+                return None
+            keys = [self._q_for_pri(q, pri) for pri in self.priority_steps for q in queues]
+            found = self.pop_into_unacked(keys)
+            if found is None:
+                return super()._brpop_start(timeout)
+            dest, item = found
+            dest = dest.rsplit(self.sep, 1)[0]
+            self._queue_cycle.rotate(dest)
+            self.connection._deliver(loads(item), dest)
+            budget -= 1
+        return None
 
 
 class Transport(kombu_redis.Transport):

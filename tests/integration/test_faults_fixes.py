@@ -125,3 +125,84 @@ def test_entries_trimmed_while_pending_are_acknowledged_not_delivered_empty(
     # with no job_id, and stay pending forever.
     assert seen == ["new"]
     assert client.xpending(stream, "apportion-subscribers")["pending"] == 1
+
+
+def test_a_message_taken_off_its_queue_is_already_unacknowledged_on_the_server(
+    broker: Connection,
+) -> None:
+    # The message as a Celery producer queues it (kombu assigns the delivery tag).
+    raw = {
+        "body": "W1tdLCB7fSwge31d",
+        "content-encoding": "utf-8",
+        "content-type": "application/json",
+        "headers": {"id": "atomic-1", "task": "apportion.partition", "args": []},
+        "properties": {
+            "delivery_tag": "tag-atomic-1",
+            "delivery_info": {"exchange": "", "routing_key": "partition"},
+            "body_encoding": "base64",
+        },
+    }
+    queued = json.dumps(raw)
+    channel = broker.channel()
+    assert isinstance(channel, Channel)
+    client = channel.client
+    client.lpush("partition", queued)
+
+    found = channel.pop_into_unacked(["partition"])
+
+    # Popped and recorded in one step on the server: a worker SIGKILLed right after
+    # the pop leaves the message in `unacked`, where the visibility timeout finds it.
+    assert found == ("partition", queued)
+    assert client.llen("partition") == 0
+    assert client.zscore("unacked_index", "tag-atomic-1") is not None
+    assert json.loads(client.hget("unacked", "tag-atomic-1")) == [raw, "", "partition"]
+    assert channel.pop_into_unacked(["partition"]) is None
+
+    channel.qos.restore_by_tag("tag-atomic-1", client)  # what restore_visible does
+    restored = json.loads(client.rpop("partition"))
+    # The same message (its [] still a list), marked as redelivered by kombu.
+    assert restored["body"] == raw["body"]
+    assert restored["headers"] == {**raw["headers"], "redelivered": True}
+    assert restored["properties"]["delivery_info"]["redelivered"] is True
+    channel.close()
+
+
+def test_waiting_messages_are_taken_atomically_but_never_for_queues_without_acks(
+    broker: Connection,
+) -> None:
+    def message(tag: str, queue: str) -> str:
+        return json.dumps(
+            {
+                "body": "e30=",
+                "headers": {"id": tag},
+                "properties": {
+                    "delivery_tag": tag,
+                    "delivery_info": {"exchange": "", "routing_key": queue},
+                    "body_encoding": "base64",
+                },
+            }
+        )
+
+    seen: list[str] = []
+    tasks = broker.channel()
+    assert isinstance(tasks, Channel)
+    client = tasks.client
+    tasks.basic_consume("partition", False, lambda m: seen.append(m.delivery_tag), "t1")
+    client.lpush("partition", message("task-1", "partition"))
+    tasks._brpop_start()  # a message is waiting: taken by the script, delivered at once
+    assert seen == ["task-1"]
+    assert client.hexists("unacked", "task-1")
+    tasks.close()
+
+    replies = broker.channel()
+    assert isinstance(replies, Channel)
+    replies.basic_consume("reply.x", True, lambda m: seen.append(m.delivery_tag), "t2")
+    client.lpush("reply.x", message("reply-1", "reply.x"))
+    # What kombu's poller does before a BRPOP: pin the channel's client to a connection.
+    replies.client.connection = replies.client.connection_pool.get_connection()
+    replies._brpop_start()  # no acks on this queue: kombu's own BRPOP, nothing recorded
+    assert replies._in_poll, "the reply queue was not left to kombu's BRPOP"
+    replies._brpop_read()
+    assert seen == ["task-1", "reply-1"]
+    assert not client.hexists("unacked", "reply-1")
+    replies.close()
