@@ -24,9 +24,10 @@ def load_example(name: str) -> Any:
     return json.loads((EXAMPLES / name).read_text())
 
 
-@pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = RedisServer(port=free_port(), workdir=tmp_path_factory.mktemp("redis"))
+def own_redis_server(workdir: Path, *, appendonly: bool = False) -> Iterator[RedisServer]:
+    """A dedicated redis-server on a free port for the fixture that yields from this;
+    a missing redis-server skips locally and fails in CI."""
+    server = RedisServer(port=free_port(), workdir=workdir, appendonly=appendonly)
     try:
         server.start()
     except FileNotFoundError:
@@ -35,6 +36,11 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
         pytest.skip("redis-server is not installed (CI installs it)")
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    yield from own_redis_server(tmp_path_factory.mktemp("redis"))
 
 
 @pytest.fixture

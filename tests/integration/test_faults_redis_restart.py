@@ -36,7 +36,7 @@ import redis
 
 from config.settings import Settings
 from tests.acceptance.cli import APPORTION, apportion
-from tests.conftest import REQUIRE_REDIS, load_example
+from tests.conftest import load_example, own_redis_server
 from tests.integration.conftest import worker_env
 from tests.support.jobs import (
     VARIANTS,
@@ -48,7 +48,7 @@ from tests.support.jobs import (
     settled,
     stored_results,
 )
-from tests.support.processes import RedisServer, Worker, free_port, wait_until
+from tests.support.processes import RedisServer, Worker, wait_until
 from workers.app import create_app
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow]
@@ -69,15 +69,7 @@ LIMITS = {
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[RedisServer]:
-    srv = RedisServer(port=free_port(), workdir=tmp_path / "redis", appendonly=True)
-    try:
-        srv.start()
-    except FileNotFoundError:
-        if REQUIRE_REDIS:
-            pytest.fail("redis-server is not installed; CI must run the real-Redis tests")
-        pytest.skip("redis-server is not installed (CI installs it)")
-    yield srv
-    srv.stop()
+    yield from own_redis_server(tmp_path / "redis", appendonly=True)
 
 
 @pytest.fixture

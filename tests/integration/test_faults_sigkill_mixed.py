@@ -26,7 +26,7 @@ import pytest
 import redis
 
 from config.settings import Settings
-from tests.conftest import REQUIRE_REDIS
+from tests.conftest import own_redis_server
 from tests.integration.conftest import worker_env
 from tests.support.jobs import (
     VARIANTS,
@@ -38,7 +38,7 @@ from tests.support.jobs import (
     stored_results,
     unacked_task_ids,
 )
-from tests.support.processes import RedisServer, Worker, free_port, wait_until
+from tests.support.processes import RedisServer, Worker, wait_until
 from workers.app import create_app
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow]
@@ -61,15 +61,7 @@ KINDS = {kind for kind, _ in VARIANTS.values()}
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[RedisServer]:
-    srv = RedisServer(port=free_port(), workdir=tmp_path / "redis")
-    try:
-        srv.start()
-    except FileNotFoundError:
-        if REQUIRE_REDIS:
-            pytest.fail("redis-server is not installed; CI must run the real-Redis tests")
-        pytest.skip("redis-server is not installed (CI installs it)")
-    yield srv
-    srv.stop()
+    yield from own_redis_server(tmp_path / "redis")
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,8 @@ import redis
 
 from apportion.contracts import Envelope
 from tests.acceptance.cli import APPORTION
-from tests.conftest import REQUIRE_REDIS
-from tests.support.processes import RedisServer, free_port, wait_until
+from tests.conftest import own_redis_server
+from tests.support.processes import RedisServer, wait_until
 from workers.keys import Keys
 from workers.publisher import StreamPublisher
 
@@ -43,15 +43,7 @@ DURING = 1000  # events published while the subscribers run
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[RedisServer]:
-    srv = RedisServer(port=free_port(), workdir=tmp_path / "redis")
-    try:
-        srv.start()
-    except FileNotFoundError:
-        if REQUIRE_REDIS:
-            pytest.fail("redis-server is not installed; CI must run the real-Redis tests")
-        pytest.skip("redis-server is not installed (CI installs it)")
-    yield srv
-    srv.stop()
+    yield from own_redis_server(tmp_path / "redis")
 
 
 def publish(client: redis.Redis, start: int, n: int, pause: float = 0.0) -> None:
