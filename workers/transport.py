@@ -130,6 +130,7 @@ class Channel(kombu_redis.Channel):
         # The connection info (URL, credentials, options) this channel was opened with.
         self._opened_with = args[0].client if args else kwargs["connection"].client
         self._no_ack_queues: set[str | None] = set()
+        self._pop_script: Any = None
         super().__init__(*args, **kwargs)
 
     def _connparams(self, asynchronous: bool = False) -> Any:
@@ -159,10 +160,11 @@ class Channel(kombu_redis.Channel):
 
     def pop_into_unacked(self, keys: list[str]) -> tuple[str, str] | None:
         """Atomically take the next message of ``keys`` and record it as unacknowledged."""
-        script = self.__dict__.get("_pop_script")
-        if script is None:
-            script = self.__dict__["_pop_script"] = self.client.register_script(_POP_INTO_UNACKED)
-        found = script(keys=[self.unacked_index_key, self.unacked_key, *keys], args=[time()])
+        if self._pop_script is None:  # lazily: the channel's client is made on first use
+            self._pop_script = self.client.register_script(_POP_INTO_UNACKED)
+        found = self._pop_script(
+            keys=[self.unacked_index_key, self.unacked_key, *keys], args=[time()]
+        )
         if not found:
             return None
         dest, item = found
