@@ -9,12 +9,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from config.settings import get_settings
 from workers.app import create_app
 
 app = create_app()
+_LIMITS = get_settings().time_limits.for_queue("partition")
 
 
-@app.task(name="bench.noop", queue="bench")
+@app.task(
+    name="bench.noop",
+    queue="bench",
+    soft_time_limit=_LIMITS.soft,
+    time_limit=_LIMITS.hard,
+)
 def noop(job: Any) -> dict[str, Any]:
     """Accept the same argument, do nothing, return a small JSON result."""
     return {"status": "ok"}

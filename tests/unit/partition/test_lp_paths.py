@@ -127,3 +127,12 @@ def test_a_reused_solver_answers_every_lp_as_a_fresh_one_in_any_order() -> None:
         assert again is not None
         assert expected is not None
         assert again.x.tolist() == expected.x.tolist()  # bit for bit, not approximately
+
+
+@direct_only
+def test_both_paths_run_highs_without_presolve_which_costs_more_than_a_small_solve() -> None:
+    # bench/worker.md: presolve was ~half of HiGHS's time on the small schema a
+    # provisioning service sends most, and saved nothing on the 24 × 40 benchmark.
+    lp._SOLVERS.highs = None
+    assert lp._solver().getOptionValue("presolve")[1] == "off"
+    assert lp._OPTIONS["presolve"] is False  # linprog's spelling, for the fallback
