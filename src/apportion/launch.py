@@ -45,6 +45,7 @@ def chosen_policy(job: LaunchSelectJob, ctx: Context) -> list[PolicyModule] | No
 def _failures(
     job: LaunchSelectJob, policy: Sequence[PolicyModule], accounts: Sequence[str], ctx: Context
 ) -> tuple[Mapping[str, int], dict[str, Any]]:
+    """The failure counts the policy uses; ``accounts``: each candidate's (repeats and all)."""
     if job.failures is not None:
         return job.failures, {"failures_source": "job"}
     window = failure_window_hours(policy)
@@ -52,7 +53,7 @@ def _failures(
         return {}, {}
     if ctx.failure_counts is None:
         return {}, {"failures_source": "none (no failure-history store)"}
-    counts = ctx.failure_counts(accounts, window)
+    counts = ctx.failure_counts(sorted(set(accounts)), window)
     return counts, {"failures_source": "store", "failures": dict(counts), "window_hours": window}
 
 
@@ -76,7 +77,7 @@ def solve(job: LaunchSelectJob, ctx: Context) -> LaunchSelectResult:
             return result_of(candidates)  # raises Infeasible when there is no candidate
         check_found(candidates)
         accounts = candidates.accounts
-        failures, failure_info = _failures(job, policy, sorted(set(accounts)), ctx)
+        failures, failure_info = _failures(job, policy, accounts, ctx)
         choice = choose(
             pool_of(candidates, job.providers, accounts),
             job.accounts,

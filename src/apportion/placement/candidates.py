@@ -180,6 +180,7 @@ _RESOURCES = {"resources"}
 
 
 Demands = tuple[tuple[str, int], ...]
+_SECOND = itemgetter(1)
 Picker = Callable[[Sequence[Any]], tuple[Any, ...]]
 
 
@@ -331,16 +332,16 @@ class _Builder:
         # slot, the first slot holding the same provider (see _Shape).
         slots = len(found[0][1])
         assigned = np.fromiter(
-            chain.from_iterable(assignment for _, assignment in found),
-            dtype=np.intp,
-            count=len(found) * slots,
+            chain.from_iterable(map(_SECOND, found)), dtype=np.intp, count=len(found) * slots
         ).reshape(len(found), slots)
         first = np.empty_like(assigned)
         for j in range(slots):
             first[:, j] = j
             for i in range(j - 1, -1, -1):  # ends at the smallest such slot
                 first[assigned[:, i] == assigned[:, j], j] = i
-        if slots**slots < 2**62:  # the shape as one number in base ``slots``: fast unique
+        if slots == 1:  # one shape: (0,)
+            codes, shape_of = np.zeros(1, dtype=np.int64), np.zeros(len(found), dtype=np.intp)
+        elif slots**slots < 2**62:  # the shape as one number in base ``slots``: fast unique
             code = np.zeros(len(found), dtype=np.int64)
             for j in range(slots):
                 code = code * slots + first[:, j]
@@ -349,7 +350,8 @@ class _Builder:
             codes, shape_of = np.unique(first, axis=0, return_inverse=True)
             shape_of = shape_of.reshape(-1)
         total = np.array(totals, dtype=np.float64)
-        priced_providers = list(prices)
+        # One index array for every assignment below (a list would be converted each time).
+        priced_providers = np.fromiter(prices, dtype=np.intp, count=len(prices))
         priced = np.zeros(len(self.uuids), dtype=bool)
         priced[priced_providers] = True
         columns: dict[str, npt.NDArray[np.float64]] = {}

@@ -117,6 +117,10 @@ def request_costs(
 
 def finite_costs(costs: Sequence[float]) -> list[float]:
     """``costs`` with every infinite or NaN value clamped (see :func:`_clamp`)."""
+    # One vectorised check first: absurd prices are rare, and thousands of candidates
+    # are then passed through without a Python step each.
+    if np.isfinite(np.asarray(costs, dtype=np.float64)).all():
+        return list(costs)
     return [c if -MAX_COST <= c <= MAX_COST else _clamp(c) for c in costs]
 
 

@@ -27,7 +27,7 @@ from apportion.contracts.policy import (
     PriorityModule,
     WeightsModule,
 )
-from apportion.selection.distribution import Distribution, FloatArray, Normalised, names
+from apportion.selection.distribution import SHOWN, Distribution, FloatArray, Normalised, names
 from apportion.selection.facts import Facts
 
 # Costs that differ only by float noise (0.1 + 0.2 vs 0.3) must share a cost group.
@@ -46,12 +46,11 @@ def make_step(result: Normalised, note: str) -> Step:
 
 
 def _listing(accounts: tuple[str, ...], values: FloatArray, skip: float | None, fmt: str) -> str:
-    shown = [
-        f"{a}={v:{fmt}}"
-        for a, v in zip(accounts, values.tolist(), strict=True)
-        if skip is None or v != skip
-    ]
-    return names(shown)
+    """``a=v`` for the accounts whose value is not ``skip``, only the named ones formatted."""
+    listed = np.flatnonzero(values != skip) if skip is not None else np.arange(len(accounts))
+    first = listed[:SHOWN].tolist()
+    shown = [f"{accounts[i]}={v:{fmt}}" for i, v in zip(first, values[first].tolist(), strict=True)]
+    return names(shown, total=len(listed))
 
 
 # ---- base distributions ---------------------------------------------------------------
@@ -134,15 +133,17 @@ def failure_penalty(module: FailurePenaltyModule, dist: Distribution, facts: Fac
     fine = module.percent / 100.0
     raw = np.maximum(0.0, dist.probs - fine * facts.failures)
     penalised = facts.failures > 0
+    hits = np.flatnonzero(penalised)
+    first = hits[:SHOWN].tolist()
     fined = (
         names(
-            f"{a} x{int(n)}"
-            for a, n, hit in zip(
-                dist.accounts, facts.failures.tolist(), penalised.tolist(), strict=True
-            )
-            if hit
+            [
+                f"{dist.accounts[i]} x{int(n)}"
+                for i, n in zip(first, facts.failures[first].tolist(), strict=True)
+            ],
+            total=len(hits),
         )
-        if bool(penalised.any())
+        if len(hits)
         else "none"
     )
     parts = [f"-{module.percent:g} points per failure in {module.window_hours:g} h: {fined}"]

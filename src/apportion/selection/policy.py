@@ -294,7 +294,7 @@ def choose(
     groups = trace[-1].groups  # the final distribution's, computed for the trace
     rng = dice.new_rng(seed)
     winner, roll = dice.roll_account(rng, groups[0])
-    chosen = dice.pick_candidate(rng, [i for i, a in enumerate(accounts_of) if a == winner])
+    chosen = dice.pick_candidate(rng, _positions(accounts_of, winner))
 
     per_account: dict[str, tuple[int | None, float]] = dict.fromkeys(present, (None, 0.0))
     for g, members in enumerate(groups):
@@ -310,6 +310,18 @@ def choose(
     return Choice(per_account, costs, selection)
 
 
+def _positions(items: Sequence[str], wanted: str) -> list[int]:
+    """Every index of ``wanted`` in ``items``, ascending (C-level scans with ``index``)."""
+    out: list[int] = []
+    at = -1
+    try:
+        while True:
+            at = items.index(wanted, at + 1)
+            out.append(at)
+    except ValueError:
+        return out
+
+
 _TRACE_FIELDS = {"module", "probabilities", "groups", "note"}
 _GROUP_FIELDS = {"priority", "probabilities"}
 
@@ -321,8 +333,7 @@ def _trace_step(module: str, dist: Distribution, note: str | None) -> TraceStep:
     and a step carries two maps over every account: validating them cost more than
     the modules themselves at 1,000 accounts (bench/selection.md).
     """
-    groups = dist.group_probabilities()
-    probabilities = {a: p for group in groups for a, p in group.items()}
+    probabilities, groups = dist.trace_maps()
     values = {"module": module, "probabilities": probabilities, "groups": groups, "note": note}
     return trusted(TraceStep, values, _TRACE_FIELDS)
 
