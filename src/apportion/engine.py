@@ -15,6 +15,7 @@ decided in one place:
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import logging
@@ -96,6 +97,12 @@ def solver_for(kind: str) -> Solver:
     target = _SOLVERS.get(kind)
     if target is None:
         raise UnknownKind(f"the {kind} engine is not available in this version")
+    return _load(target)
+
+
+@functools.cache
+def _load(target: str) -> Solver:
+    """The engine function ``module:attr`` (imported once; import_module is not free)."""
     module_name, _, attr = target.partition(":")
     solve: Solver = getattr(importlib.import_module(module_name), attr)
     return solve
