@@ -448,6 +448,8 @@ def _columns(
             problems.append(
                 Problem(f"providers[{i}].usages.{rc}", f"must be between 0 and {MAX_INTEGER}")
             )
+    if problems:  # the job is rejected: build nothing (out-of-range floats do not cast)
+        return _empty_inventory(), problems
     ids = [row[0] for row in rows]
     capacity = np.minimum(np.floor((total - reserved) * ratio), MAX_INTEGER)
     inventory = ClassInventory(
