@@ -171,8 +171,8 @@ def _offers(
     # Pools offering the same things share one offers set (and build it once); the
     # wanted roles (addons) in a syspurpose value are found once per distinct string.
     shared: dict[tuple[frozenset[str], ...], frozenset[Offer]] = {}
-    role_values: dict[str | None, frozenset[str]] = {None: frozenset()}
-    addon_values: dict[str | None, frozenset[str]] = {None: frozenset()}
+    role_values: dict[str, frozenset[str]] = {}
+    addon_values: dict[str, frozenset[str]] = {}
     keys: list[tuple[str, str]] = []
     offers_of: list[frozenset[Offer]] = []
     useful: dict[tuple[str, str], bool] = {}
@@ -197,23 +197,8 @@ def _offers(
                 if item.product_id in wanted_products:
                     found = found.union((item.product_id,))
             if syspurpose:
-                # Product attribute first; "0" (or null) is unset, as PoolView reads them.
-                raw = product_attributes.get("roles")
-                if raw is None or raw == "0":
-                    raw = item.attributes.get("roles")
-                    if raw == "0":
-                        raw = None
-                found_roles = role_values.get(raw)  # type: ignore[assignment]
-                if found_roles is None:
-                    found_roles = role_values[raw] = wanted_roles.intersection(_split(raw))
-                raw = product_attributes.get("addons")
-                if raw is None or raw == "0":
-                    raw = item.attributes.get("addons")
-                    if raw == "0":
-                        raw = None
-                found_addons = addon_values.get(raw)  # type: ignore[assignment]
-                if found_addons is None:
-                    found_addons = addon_values[raw] = wanted_addons.intersection(_split(raw))
+                found_roles = _purpose(item, "roles", wanted_roles, role_values)
+                found_addons = _purpose(item, "addons", wanted_addons, addon_values)
         if found or found_roles or found_addons:
             signature = (found, found_roles, found_addons)
             offers = shared.get(signature)
@@ -230,6 +215,28 @@ def _offers(
         keys.append(key)
         offers_of.append(offers)
     return keys, offers_of, useful
+
+
+_NOTHING: frozenset[str] = frozenset()
+
+
+def _purpose(
+    pool: Pool, name: str, wanted: frozenset[str], seen: dict[str, frozenset[str]]
+) -> frozenset[str]:
+    """The ``wanted`` values of a pool's syspurpose attribute ``name`` (roles, addons).
+
+    Product attribute first; "0" (or null) is unset, as :class:`PoolView` reads them.
+    ``seen`` caches the answer per distinct raw string: thousands of pools share a few.
+    """
+    raw = pool.product_attributes.get(name)
+    if raw is None or raw == "0":
+        raw = pool.attributes.get(name)
+        if raw is None or raw == "0":
+            return _NOTHING
+    found = seen.get(raw)
+    if found is None:
+        found = seen[raw] = wanted.intersection(_split(raw))
+    return found
 
 
 def pool_priorities(inp: AttachInput) -> dict[str, Fraction]:
