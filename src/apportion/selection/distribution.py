@@ -78,16 +78,10 @@ class Distribution:
             out[g].append(account)
         return out
 
-    def group_probabilities(self) -> list[dict[str, float]]:
-        """Each group's ``{account: probability}``, most preferred group first."""
-        return self.trace_maps()[1]
-
-    def ordered_probabilities(self) -> dict[str, float]:
-        """All probabilities, group by group (the order a pie chart wants)."""
-        return self.trace_maps()[0]
-
     def trace_maps(self) -> tuple[dict[str, float], list[dict[str, float]]]:
-        """(all probabilities group by group, each group's) as a trace step shows them.
+        """(all probabilities group by group — the order a pie chart wants — and each
+        group's ``{account: probability}``, most preferred group first), as a trace step
+        shows them.
 
         Built with C-level ``dict(zip(...))`` over the accounts sorted stably by group
         (so canonical order within each group) rather than one Python step per
