@@ -131,6 +131,10 @@ class Round:
 STALLED_BELOW = 0.6
 
 
+def stalled(noop: Round, part: Round) -> bool:
+    return min(noop.busy, part.busy) < STALLED_BELOW
+
+
 def drain(events: Any, ids: list[str], timeout: float = 600) -> None:
     """Wait until every task has stored SUCCESS (not merely STARTED: track_started is on)."""
     prefix = len("celery-task-meta-")
@@ -209,12 +213,11 @@ def main() -> int:
             for kind in order:
                 results[kind].append(one_round(app, client, kind, args.jobs, f"{kind}{r}", pids))
             noop, part = results["no-op"][-1], results["partition"][-1]
-            stalled = min(noop.busy, part.busy) < STALLED_BELOW
             print(
                 f"round {r + 1}: no-op {noop.rate:6.1f} jobs/s {noop.cpu_total:5.2f} ms CPU/job   "
                 f"partition {part.rate:6.1f} jobs/s {part.cpu_total:5.2f} ms CPU/job   "
                 f"ratio {part.rate / noop.rate:.2f}   busy {noop.busy:.2f}/{part.busy:.2f}   "
-                f"load {part.load:.1f}" + ("   STALLED: left out" if stalled else ""),
+                f"load {part.load:.1f}" + ("   STALLED: left out" if stalled(noop, part) else ""),
                 flush=True,
             )
         n_med = statistics.median(r.rate for r in results["no-op"])
@@ -222,7 +225,7 @@ def main() -> int:
         kept = [
             (n, p)
             for n, p in zip(results["no-op"], results["partition"], strict=True)
-            if min(n.busy, p.busy) >= STALLED_BELOW
+            if not stalled(n, p)
         ]
         left_out = args.rounds - len(kept)
         pairs = sorted(p.rate / n.rate for n, p in kept) or [float("nan")]
