@@ -14,6 +14,7 @@ as coprime integers so that the equation is exact.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections.abc import Sequence
@@ -229,16 +230,36 @@ def csc_arrays(blocks: Sequence[Rows], columns: int) -> CscArrays:
 def upper_csc(problem: Problem) -> tuple[CscArrays, FloatArray]:
     """The ``≤`` rows of :func:`upper_rows` straight in column-wise form, with their rhs.
 
+    The matrix depends only on the shape (disks, which spaces have a max), so it comes
+    from :func:`_upper_structure`, built once per shape; only the right-hand side is
+    this problem's own. Tests compare the result with ``csc_arrays([upper_rows(…)])``.
+    """
+    max_size = problem.max_size.tolist()
+    capped = tuple(m != math.inf for m in max_size)
+    matrix = _upper_structure(problem.disks, capped)
+    rhs = np.array(
+        [m for m, c in zip(max_size, capped, strict=True) if c]
+        + problem.capacity.tolist()
+        + [-float(v) for v in problem.min_size.tolist()],  # -0.0 for 0, as numpy negates
+        dtype=np.float64,
+    )
+    return matrix, rhs
+
+
+# Shapes are few (a fleet sends the same schema for every node of a hardware model, and
+# sizes do not change the shape), so a small cache answers nearly every job; an entry
+# holds 3 int32/float64 values per matrix entry (at most ~3 per LP variable).
+@functools.lru_cache(maxsize=64)
+def _upper_structure(disks: int, capped: tuple[bool, ...]) -> CscArrays:
+    """The ``≤`` matrix column-wise for ``disks`` disks and spaces capped as ``capped``.
+
     Column ``(d, s)`` holds, in row order: its space's max row (if capped), its disk
     row, its space's min row (not for ``unallocated``). Every disk's block of columns
     has the same pattern but for the disk row, so one block is written out and
-    repeated. That skips the coordinate lists, the sort and most numpy calls, which
-    cost more than the solve on a small schema; tests compare the result with
-    ``csc_arrays([upper_rows(…)])``.
+    repeated: no coordinate lists, no sort. The arrays are read-only, as they are
+    shared by every problem of this shape (HiGHS copies what it is given).
     """
-    d, r = problem.disks, problem.real
-    max_size = problem.max_size.tolist()
-    capped = [math.isfinite(m) for m in max_size]
+    d, r = disks, len(capped)
     n_capped = sum(capped)
     # One disk's block: row of each entry, 1 where it is the disk row, its sign.
     rows: list[int] = []
@@ -267,13 +288,9 @@ def upper_csc(problem: Problem) -> tuple[CscArrays, FloatArray]:
     start = np.empty(d * len(column_start) + 1, dtype=np.int32)
     start[:-1] = (disk * block + np.array(column_start, dtype=np.int32)).ravel()
     start[-1] = d * block
-    rhs = np.array(
-        [m for m, c in zip(max_size, capped, strict=True) if c]
-        + problem.capacity.tolist()
-        + [-float(v) for v in problem.min_size.tolist()],  # -0.0 for 0, as numpy negates
-        dtype=np.float64,
-    )
-    return (start, index, value), rhs
+    for array in (start, index, value):
+        array.flags.writeable = False
+    return start, index, value
 
 
 def _direct(problem: Problem, upper: Rows, equal: Rows | None) -> FloatArray | None:
@@ -285,6 +302,28 @@ def _direct(problem: Problem, upper: Rows, equal: Rows | None) -> FloatArray | N
         lhs = np.concatenate([lhs, equal.rhs])
         rhs = np.concatenate([rhs, equal.rhs])
     return _highs(problem, csc_arrays(blocks, problem.variables), lhs, rhs)
+
+
+@functools.lru_cache(maxsize=64)
+def _column_bounds(
+    n: int,
+) -> tuple[FloatArray, FloatArray, npt.NDArray[np.int32]]:
+    """x ≥ 0 (lower 0, upper ∞) and every column continuous, for ``n`` columns.
+
+    The same for every LP of a size, so made once (read-only: HiGHS copies them).
+    """
+    arrays = (np.zeros(n), np.full(n, np.inf), np.zeros(n, dtype=np.int32))
+    for array in arrays:
+        array.flags.writeable = False
+    return arrays
+
+
+@functools.lru_cache(maxsize=64)
+def _no_lower_limit(rows: int) -> FloatArray:
+    """−∞ for ``rows`` rows: the left-hand side of ``A x ≤ b`` (read-only, shared)."""
+    array = np.full(rows, -np.inf)
+    array.flags.writeable = False
+    return array
 
 
 def _highs(
@@ -302,6 +341,7 @@ def _highs(
     # passModel's array form builds the same HighsLp in C++ (column-wise, minimise, no
     # offset) as the attribute-by-attribute form the wrapper uses, minus ~15 Python
     # conversions. Integrality all continuous, as the wrapper passes it.
+    lower, upper, continuous = _column_bounds(n)
     loaded = highs.passModel(
         n,
         len(rhs),
@@ -310,14 +350,14 @@ def _highs(
         _MINIMIZE,
         0.0,
         -problem.objective,
-        np.zeros(n),
-        np.full(n, np.inf),
+        lower,
+        upper,
         lhs,
         rhs,
         start,
         index,
         value,
-        np.zeros(n, dtype=np.int32),
+        continuous,
     )
     error = _HIGHS.HighsStatus.kError
     if loaded == error:
@@ -365,7 +405,7 @@ def solve(problem: Problem) -> LpSolution | None:
     equal = equality_rows(problem)
     if _HIGHS is not None and equal is None:  # the common case, without coordinate lists
         matrix, rhs = upper_csc(problem)
-        x = _highs(problem, matrix, np.full(len(rhs), -np.inf), rhs)
+        x = _highs(problem, matrix, _no_lower_limit(len(rhs)), rhs)
     else:
         x = linprog(problem, upper_rows(problem), equal)
     if x is None:

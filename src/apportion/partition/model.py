@@ -16,6 +16,7 @@ Two group rules go beyond the reference, both documented in :func:`fair_share_gr
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -113,13 +114,28 @@ def _coprime_integers(weights: Sequence[Fraction]) -> tuple[int, ...]:
 
 def objective(disk_ids: Sequence[str], spaces: Sequence[Space]) -> FloatArray:
     """The reference's objective vector, built without loops over cells."""
-    disks, real = len(disk_ids), len(spaces)
+    if all(space.best_with is None for space in spaces):
+        return _objective_without_preferences(len(disk_ids), len(spaces))
+    return _objective(len(disk_ids), len(spaces), _preferred(disk_ids, spaces))
+
+
+# Without best_with_disks the objective depends on the shape alone, and a worker sees
+# few shapes: made once per shape (read-only, since every problem of it shares it).
+@functools.lru_cache(maxsize=64)
+def _objective_without_preferences(disks: int, real: int) -> FloatArray:
+    coefficient = _objective(disks, real, None)
+    coefficient.flags.writeable = False
+    return coefficient
+
+
+def _objective(disks: int, real: int, preferred: npt.NDArray[np.bool_] | None) -> FloatArray:
+    """Order terms plus the bonus of 2 where ``preferred`` (R, D) holds (everywhere if None)."""
     width = real + 1
     coefficient = (
         1.0 / order_sequence(np.arange(2, disks * width + 2, dtype=np.int64)).astype(np.float64)
     ).reshape(disks, width)
-    if any(space.best_with is not None for space in spaces):
-        coefficient[:, :real] += 2.0 * _preferred(disk_ids, spaces).T
+    if preferred is not None:
+        coefficient[:, :real] += 2.0 * preferred.T
     else:  # nobody prefers a disk, so every disk is preferred by every space
         coefficient[:, :real] += 2.0
     coefficient[:, real] = 1.0  # unallocated: exactly 1, no order term

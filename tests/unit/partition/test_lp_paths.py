@@ -136,3 +136,38 @@ def test_both_paths_run_highs_without_presolve_which_costs_more_than_a_small_sol
     lp._SOLVERS.highs = None
     assert lp._solver().getOptionValue("presolve")[1] == "off"
     assert lp._OPTIONS["presolve"] is False  # linprog's spelling, for the fallback
+
+
+def _one_disk(root_min: int, swap: int, disk: int) -> dict[str, Any]:
+    return {
+        "schema": [
+            {"id": "os", "type": "vg", "contains": [{"id": "root"}, {"id": "swap"}]},
+            {"id": "root", "type": "lv", "min_size": root_min},
+            {"id": "swap", "type": "lv", "size": swap},
+        ],
+        "hardware": {"disks": [{"id": "sda", "size": disk}]},
+    }
+
+
+def test_problems_of_one_shape_share_a_matrix_and_objective_none_of_them_can_change() -> None:
+    # Built once per shape (disks, capped spaces) and shared: a write through one
+    # problem would silently change every later LP of that shape, so it must fail.
+    small, large = _problem(_one_disk(5000, 2048, 40000)), _problem(_one_disk(9000, 512, 80000))
+    (start, index, value), small_rhs = lp.upper_csc(small)
+    (start2, index2, value2), large_rhs = lp.upper_csc(large)
+
+    assert start is start2 and index is index2 and value is value2
+    assert small.objective is large.objective
+    # max of swap, the disk, min of root and swap: the sizes stay each problem's own
+    assert small_rhs.tolist() == [2048.0, 40000.0, -5000.0, -2048.0]
+    assert large_rhs.tolist() == [512.0, 80000.0, -9000.0, -512.0]
+    for shared in (start, index, value, small.objective):
+        with pytest.raises(ValueError, match="read-only"):
+            shared[0] = 0
+
+
+def test_a_space_preferring_a_disk_gets_an_objective_of_its_own() -> None:
+    plain = _problem(_varied_job(2, 4))
+    preferring = _varied_job(2, 5)  # its fifth space prefers d0
+    assert _problem(preferring).objective is not _problem(preferring).objective
+    assert plain.objective is _problem(_varied_job(2, 4)).objective

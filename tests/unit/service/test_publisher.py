@@ -109,3 +109,61 @@ def test_the_memory_publisher_keeps_the_same_once_per_job_rule() -> None:
     assert pub.publish(envelope("a")) is None
     assert pub.publish(envelope("b")) == "2-0"
     assert [e.job_id for e in pub.envelopes()] == ["a", "b"]
+
+
+def test_publishing_goes_on_after_the_server_forgets_its_scripts(
+    client: fakeredis.FakeRedis,
+) -> None:
+    # A Redis restart or SCRIPT FLUSH empties the script cache the publisher's EVALSHA
+    # relies on: the script is loaded again and the event still goes out once.
+    pub = publisher(client)
+    pub.publish(envelope("job-1"))
+    client.script_flush()
+
+    assert pub.publish(envelope("job-2")) is not None
+    assert pub.publish(envelope("job-2")) is None
+    assert client.xlen("apportion:results:partition") == 2
+
+
+class Interrupted(BaseException):
+    """Stands in for Celery's soft time limit, raised between a command and its reply."""
+
+
+def test_a_reply_left_unread_by_an_interruption_is_never_taken_for_the_next_one(
+    client: fakeredis.FakeRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pub = publisher(client)
+    pub.publish(envelope("job-0"))  # connects
+    conn = pub._connection
+    assert conn is not None
+    real_read = conn.read_response
+    calls = iter([True])
+
+    def read_once_interrupted(*args: object, **kwargs: object) -> object:
+        if next(calls, False):
+            raise Interrupted  # job-1's reply (its entry id) stays on the wire
+        return real_read(*args, **kwargs)
+
+    monkeypatch.setattr(conn, "read_response", read_once_interrupted)
+    with pytest.raises(Interrupted):
+        pub.publish(envelope("job-1"))
+
+    entry = pub.publish(envelope("job-2"))
+
+    entries = client.xrange("apportion:results:partition")
+    assert [fields[b"job_id"] for _, fields in entries] == [b"job-0", b"job-1", b"job-2"]
+    assert entry == entries[2][0].decode()  # job-2's own id, not job-1's stale reply
+
+
+def test_a_forked_child_publishes_on_a_connection_of_its_own(
+    client: fakeredis.FakeRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pub = publisher(client)
+    pub.publish(envelope("job-1"))
+    parents = pub._connection
+
+    monkeypatch.setattr("workers.publisher.os.getpid", lambda: -1)  # as after fork
+    pub.publish(envelope("job-2"))
+
+    assert pub._connection is not parents
+    assert client.xlen("apportion:results:partition") == 2
