@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import redis
-from redis.connection import AbstractConnection
+from redis.backoff import NoBackoff
+from redis.connection import ConnectionInterface
+from redis.retry import Retry
 
 from apportion.contracts import Envelope, Kind
 from apportion.errors import StoreUnavailable
@@ -54,8 +56,8 @@ class StreamPublisher:
 
     The event is the one Redis command a job adds to Celery's own, so it takes the
     shortest path redis-py offers: a connection of the publisher's own (one per
-    process, made from the client's pool settings: address, timeouts, health checks,
-    retry policy) driven with ``send_command``/``read_response``. The client's
+    process, made from the client's pool settings: address, timeouts, health checks;
+    the client's retry policy) driven with ``send_command``/``read_response``. The client's
     ``execute_command`` adds a pool checkout with a non-blocking read to test the
     connection, observability hooks and response callbacks around the same bytes on
     the wire: ~90 µs of CPU per job inside a busy worker, a tenth of what a small
@@ -64,10 +66,12 @@ class StreamPublisher:
 
     def __init__(self, client: redis.Redis, keys: Keys, *, maxlen: int, dedup_ttl: int) -> None:
         self._pool = client.connection_pool
+        # The client's own retry policy (workers/redis_client.py), none if it has none.
+        self._retry = client.get_retry() or Retry(NoBackoff(), 0)
         self._keys = keys
         self._maxlen = maxlen
         self._dedup_ttl = dedup_ttl
-        self._connection: AbstractConnection | None = None
+        self._connection: ConnectionInterface | None = None
         self._pid = 0
         # Thread pools share one publisher: one command on the connection at a time.
         self._lock = threading.Lock()
@@ -87,7 +91,7 @@ class StreamPublisher:
         try:
             with self._lock:
                 conn = self._connect()
-                entry = conn.retry.call_with_retry(
+                entry = self._retry.call_with_retry(
                     lambda: self._publish_once(conn, args), lambda _error: conn.disconnect()
                 )
         except TRANSIENT_ERRORS as exc:
@@ -96,21 +100,21 @@ class StreamPublisher:
             return None
         return entry.decode() if isinstance(entry, bytes) else str(entry)
 
-    def _connect(self) -> AbstractConnection:
+    def _connect(self) -> ConnectionInterface:
         pid = os.getpid()
-        if self._connection is None or self._pid != pid:
+        conn = self._connection
+        if conn is None or self._pid != pid:
             # A forked child must not use (nor close) the socket it inherited: it is the
             # parent's. It gets a connection of its own on first use.
-            self._connection = self._pool.make_connection()
+            conn = self._connection = self._pool.make_connection()
             self._pid = pid
-        conn = self._connection
         # Connecting (with the connection's own retries) before the command's retry
         # loop, as the client's pool checkout does, so an unreachable Redis costs one
         # round of reconnect backoff, not one round per command attempt.
         conn.connect()
         return conn
 
-    def _publish_once(self, conn: AbstractConnection, args: list[Any]) -> Any:
+    def _publish_once(self, conn: ConnectionInterface, args: list[Any]) -> Any:
         try:
             try:
                 return self._command(conn, "EVALSHA", _PUBLISH_ONCE_SHA, 2, *args)
@@ -127,7 +131,7 @@ class StreamPublisher:
             raise
 
     @staticmethod
-    def _command(conn: AbstractConnection, *args: Any) -> Any:
+    def _command(conn: ConnectionInterface, *args: Any) -> Any:
         conn.send_command(*args)
         return conn.read_response()
 

@@ -156,7 +156,9 @@ def test_problems_of_one_shape_share_a_matrix_and_objective_none_of_them_can_cha
     (start, index, value), small_rhs = lp.upper_csc(small)
     (start2, index2, value2), large_rhs = lp.upper_csc(large)
 
-    assert start is start2 and index is index2 and value is value2
+    assert start is start2
+    assert index is index2
+    assert value is value2
     assert small.objective is large.objective
     # max of swap, the disk, min of root and swap: the sizes stay each problem's own
     assert small_rhs.tolist() == [2048.0, 40000.0, -5000.0, -2048.0]
