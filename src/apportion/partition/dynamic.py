@@ -90,11 +90,11 @@ def evaluate(parsed: ParsedSchema, limits: Limits) -> dict[int, dict[str, Any]]:
         for key, value in space.fields.items()
         if is_expression(value)
     }
-    results: Mapping[str, Any] = {}
-    if expressions:
-        batch = evaluate_batch(expressions, parsed.hardware, limits)
-        batch.raise_if_failed()
-        results = batch.values
+    if not expressions:  # most schemas: nothing to evaluate, the fields are the values
+        return {space.index: dict(space.fields) for space in parsed.spaces}
+    batch = evaluate_batch(expressions, parsed.hardware, limits)
+    batch.raise_if_failed()
+    results: Mapping[str, Any] = batch.values
     return {
         space.index: {
             key: results[f"{space.path}.{key}"] if is_expression(value) else value
