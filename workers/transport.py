@@ -41,6 +41,16 @@ kombu fixes them.
    wakes at once; the gap remains only for a message that arrives while the worker
    waits idle *and* a kill in the microseconds before it is recorded.
 
+4. **A busy worker waited up to a second between jobs.** Messages taken by fix 3 are
+   delivered inside the event loop's tick, where kombu only *sends* a ``BRPOP`` and
+   delivers on its reply. Celery's pool registers its writes to the children in a tick
+   callback of its own, and the tick callbacks are a ``set``: when the pool's ran first,
+   the delivered jobs waited for the next tick, and with no ``BRPOP`` in flight nothing
+   ended the loop's one-second wait. Which order a worker got depended on memory
+   addresses, so some workers ran 50 jobs/s instead of 400 with idle CPUs (first blamed
+   on the VM: bench/worker.md). Fix: after delivering, the channel rings a wake-up
+   socket the loop watches, so the next tick comes at once.
+
 Selected by ``broker_transport`` in config/celeryconfig.py for ``redis://`` and
 ``rediss://`` brokers (both are this transport in kombu).
 """
@@ -48,7 +58,9 @@ Selected by ``broker_transport`` in config/celeryconfig.py for ``redis://`` and
 from __future__ import annotations
 
 import logging
+import socket
 import threading
+from contextlib import suppress
 from time import time
 from typing import Any
 
@@ -125,13 +137,62 @@ return false
 """
 
 
+class _Wakeup:
+    """A socket pair the worker's event loop watches: ringing it ends the loop's wait.
+
+    kombu's hub has a waker of its own, but rings it only for calls from other threads;
+    this is rung from the loop's own thread (fix 4).
+    """
+
+    def __init__(self) -> None:
+        self._reader, self._writer = socket.socketpair()
+        self._reader.setblocking(False)
+        self._writer.setblocking(False)
+        self._rung = False
+
+    def fileno(self) -> int:
+        return self._reader.fileno()
+
+    def ring(self) -> None:
+        if not self._rung:  # one byte wakes the loop however many deliveries there were
+            self._rung = True
+            with suppress(OSError):  # full or closed: the loop wakes anyway, or is gone
+                self._writer.send(b"\0")
+
+    def drain(self) -> None:
+        self._rung = False
+        with suppress(OSError):
+            self._reader.recv(4096)
+
+    def close(self) -> None:
+        self._reader.close()
+        self._writer.close()
+
+
 class Channel(kombu_redis.Channel):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # The connection info (URL, credentials, options) this channel was opened with.
         self._opened_with = args[0].client if args else kwargs["connection"].client
         self._no_ack_queues: set[str | None] = set()
         self._pop_script: Any = None
+        self._sync_client: Any = None
         super().__init__(*args, **kwargs)
+
+    def _create_client(self, asynchronous: bool = False) -> Any:
+        # kombu makes a new redis.Redis for every command it sends outside the event
+        # loop (each task event, each ack, each message a producer sends), and redis-py
+        # 8 fills a case-insensitive table of ~300 response callbacks for each one: 16 %
+        # of a busy worker's main process (bench/worker.md). The object only wraps the
+        # channel's connection pool, which does the real work (and is safe to share
+        # between threads), so one per pool does the same. A channel that replaces its
+        # pool (after a connection loss) gets a new client for the new pool.
+        if asynchronous:
+            return super()._create_client(asynchronous=True)
+        pool = self.pool
+        client = self._sync_client
+        if client is None or client.connection_pool is not pool:
+            client = self._sync_client = super()._create_client()
+        return client
 
     def _connparams(self, asynchronous: bool = False) -> Any:
         transport = self.connection
@@ -194,12 +255,29 @@ class Channel(kombu_redis.Channel):
             dest = dest.rsplit(self.sep, 1)[0]
             self._queue_cycle.rotate(dest)
             self.connection._deliver(loads(item), dest)
+            self.connection.wake_event_loop()  # fix 4
             budget -= 1
         return None
 
 
 class Transport(kombu_redis.Transport):
     Channel = Channel
+    _wakeup: _Wakeup | None = None
+
+    def register_with_event_loop(self, connection: Any, loop: Any) -> None:
+        super().register_with_event_loop(connection, loop)
+        # Called again with the same loop after every reconnection: one wake-up a loop.
+        old = self._wakeup
+        if old is not None:
+            loop.remove_reader(old.fileno())
+            old.close()
+        wakeup = self._wakeup = _Wakeup()
+        loop.add_reader(wakeup.fileno(), wakeup.drain)
+
+    def wake_event_loop(self) -> None:
+        """End the event loop's current wait (no-op outside a worker's event loop)."""
+        if self._wakeup is not None:
+            self._wakeup.ring()
 
     def _deliver(self, message: Any, queue: str) -> None:
         try:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 from kombu import Connection
+from kombu.asynchronous import Hub
 from pydantic import ValidationError
 
 from config.celeryconfig import PRODUCER_RETRY_POLICY, broker_transport, celery_config
@@ -206,3 +207,60 @@ def test_waiting_messages_are_taken_atomically_but_never_for_queues_without_acks
     assert seen == ["task-1", "reply-1"]
     assert not client.hexists("unacked", "reply-1")
     replies.close()
+
+
+def _queued(tag: str, queue: str) -> str:
+    return json.dumps(
+        {
+            "body": "e30=",
+            "headers": {"id": tag},
+            "properties": {
+                "delivery_tag": tag,
+                "delivery_info": {"exchange": "", "routing_key": queue},
+                "body_encoding": "base64",
+            },
+        }
+    )
+
+
+def test_a_message_taken_by_the_pop_script_ends_the_event_loops_wait_at_once(
+    broker: Connection,
+) -> None:
+    # The pool sends delivered jobs to its children from a tick callback of its own;
+    # when that ran before the transport's, a job taken in this tick waited for the
+    # next one, and with no BRPOP in flight the loop slept a second first (fix 4).
+    hub = Hub()
+    broker.register_with_event_loop(hub)
+    seen: list[str] = []
+    channel = broker.channel()
+    assert isinstance(channel, Channel)
+    channel.basic_consume("partition", False, lambda m: seen.append(m.delivery_tag), "t")
+    assert hub.poller.poll(0) in (None, [])  # nothing to do: the loop would wait
+
+    channel.client.lpush("partition", _queued("task-1", "partition"))
+    channel._brpop_start()
+
+    assert seen == ["task-1"]
+    ready = hub.poller.poll(0)
+    assert ready  # the next poll returns at once, so the next tick comes now
+    [(fd, _)] = ready
+    callback, args = hub.readers[fd]
+    callback(*args)  # the loop drains it...
+    assert hub.poller.poll(0) in (None, [])  # ...and waits again when idle: no busy loop
+    channel.close()
+    hub.close()
+
+
+def test_a_channel_sends_commands_through_one_client_per_connection_pool(
+    broker: Connection,
+) -> None:
+    channel = broker.channel()
+    with channel.conn_or_acquire() as first, channel.conn_or_acquire() as second:
+        assert first is second  # not a new redis.Redis (and its callback table) per command
+
+    channel._disconnect_pools()  # what a lost connection or a fork does
+    with channel.conn_or_acquire() as third:
+        assert third is not first
+        assert third.connection_pool is channel.pool
+        assert third.ping()
+    channel.close()
