@@ -124,10 +124,11 @@ class Round:
         return self.cpu_total * self.rate / 1000 / (os.cpu_count() or 1)
 
 
-# Both kinds saturate the CPUs (~0.9 busy). In some periods of minutes this VM runs a
-# round at a fifth of its usual rate with idle CPUs (page-ins while its memory
-# reclaimer is active): such a round measures the VM, not the worker, so a pair with
-# one is left out of the verdict (and printed).
+# Both kinds saturate the CPUs (~0.9 busy). A round far below that measures something
+# else than the worker's cost: it was mostly the transport's event-loop stall, fixed on
+# 2026-11-24 (workers/transport.py, fix 4; earlier pages blamed the VM), and can still be
+# the VM pausing. Such a pair is left out of the verdict (and printed), so a stall shows
+# instead of skewing the ratio.
 STALLED_BELOW = 0.6
 
 

@@ -1,8 +1,11 @@
-"""kombu's Redis transport with two fixes, so a worker survives a Redis restart.
+"""kombu's Redis transport with four fixes: a worker survives a Redis restart and a
+SIGKILL without losing a job, and never idles while jobs wait.
 
-Both were found by tests/integration/test_faults_redis_restart.py (kombu 5.7, a busy
-worker, ``redis-server`` restarted with SIGTERM); they are small, and kept here until
-kombu fixes them.
+The first two were found by tests/integration/test_faults_redis_restart.py (kombu 5.7,
+a busy worker, ``redis-server`` restarted with SIGTERM), the third by
+tests/integration/test_worker_killed.py, the fourth by the throughput benchmark
+(bench/worker.md). They are small, and kept here until kombu fixes them; each is
+exercised directly in tests/integration/test_faults_fixes.py.
 
 1. **The worker stopped consuming for good.** When the connection to Redis is lost while
    the worker holds unacknowledged messages, Celery's consumer closes the dead
@@ -175,24 +178,7 @@ class Channel(kombu_redis.Channel):
         self._opened_with = args[0].client if args else kwargs["connection"].client
         self._no_ack_queues: set[str | None] = set()
         self._pop_script: Any = None
-        self._sync_client: Any = None
         super().__init__(*args, **kwargs)
-
-    def _create_client(self, asynchronous: bool = False) -> Any:
-        # kombu makes a new redis.Redis for every command it sends outside the event
-        # loop (each task event, each ack, each message a producer sends), and redis-py
-        # 8 fills a case-insensitive table of ~300 response callbacks for each one: 16 %
-        # of a busy worker's main process (bench/worker.md). The object only wraps the
-        # channel's connection pool, which does the real work (and is safe to share
-        # between threads), so one per pool does the same. A channel that replaces its
-        # pool (after a connection loss) gets a new client for the new pool.
-        if asynchronous:
-            return super()._create_client(asynchronous=True)
-        pool = self.pool
-        client = self._sync_client
-        if client is None or client.connection_pool is not pool:
-            client = self._sync_client = super()._create_client()
-        return client
 
     def _connparams(self, asynchronous: bool = False) -> Any:
         transport = self.connection

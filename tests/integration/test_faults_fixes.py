@@ -250,17 +250,3 @@ def test_a_message_taken_by_the_pop_script_ends_the_event_loops_wait_at_once(
     channel.close()
     hub.close()
 
-
-def test_a_channel_sends_commands_through_one_client_per_connection_pool(
-    broker: Connection,
-) -> None:
-    channel = broker.channel()
-    with channel.conn_or_acquire() as first, channel.conn_or_acquire() as second:
-        assert first is second  # not a new redis.Redis (and its callback table) per command
-
-    channel._disconnect_pools()  # what a lost connection or a fork does
-    with channel.conn_or_acquire() as third:
-        assert third is not first
-        assert third.connection_pool is channel.pool
-        assert third.ping()
-    channel.close()
