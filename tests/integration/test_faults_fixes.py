@@ -168,47 +168,6 @@ def test_a_message_taken_off_its_queue_is_already_unacknowledged_on_the_server(
     channel.close()
 
 
-def test_waiting_messages_are_taken_atomically_but_never_for_queues_without_acks(
-    broker: Connection,
-) -> None:
-    def message(tag: str, queue: str) -> str:
-        return json.dumps(
-            {
-                "body": "e30=",
-                "headers": {"id": tag},
-                "properties": {
-                    "delivery_tag": tag,
-                    "delivery_info": {"exchange": "", "routing_key": queue},
-                    "body_encoding": "base64",
-                },
-            }
-        )
-
-    seen: list[str] = []
-    tasks = broker.channel()
-    assert isinstance(tasks, Channel)
-    client = tasks.client
-    tasks.basic_consume("partition", False, lambda m: seen.append(m.delivery_tag), "t1")
-    client.lpush("partition", message("task-1", "partition"))
-    tasks._brpop_start()  # a message is waiting: taken by the script, delivered at once
-    assert seen == ["task-1"]
-    assert client.hexists("unacked", "task-1")
-    tasks.close()
-
-    replies = broker.channel()
-    assert isinstance(replies, Channel)
-    replies.basic_consume("reply.x", True, lambda m: seen.append(m.delivery_tag), "t2")
-    client.lpush("reply.x", message("reply-1", "reply.x"))
-    # What kombu's poller does before a BRPOP: pin the channel's client to a connection.
-    replies.client.connection = replies.client.connection_pool.get_connection()
-    replies._brpop_start()  # no acks on this queue: kombu's own BRPOP, nothing recorded
-    assert replies._in_poll, "the reply queue was not left to kombu's BRPOP"
-    replies._brpop_read()
-    assert seen == ["task-1", "reply-1"]
-    assert not client.hexists("unacked", "reply-1")
-    replies.close()
-
-
 def _queued(tag: str, queue: str) -> str:
     return json.dumps(
         {
@@ -221,6 +180,34 @@ def _queued(tag: str, queue: str) -> str:
             },
         }
     )
+
+
+def test_waiting_messages_are_taken_atomically_but_never_for_queues_without_acks(
+    broker: Connection,
+) -> None:
+    seen: list[str] = []
+    tasks = broker.channel()
+    assert isinstance(tasks, Channel)
+    client = tasks.client
+    tasks.basic_consume("partition", False, lambda m: seen.append(m.delivery_tag), "t1")
+    client.lpush("partition", _queued("task-1", "partition"))
+    tasks._brpop_start()  # a message is waiting: taken by the script, delivered at once
+    assert seen == ["task-1"]
+    assert client.hexists("unacked", "task-1")
+    tasks.close()
+
+    replies = broker.channel()
+    assert isinstance(replies, Channel)
+    replies.basic_consume("reply.x", True, lambda m: seen.append(m.delivery_tag), "t2")
+    client.lpush("reply.x", _queued("reply-1", "reply.x"))
+    # What kombu's poller does before a BRPOP: pin the channel's client to a connection.
+    replies.client.connection = replies.client.connection_pool.get_connection()
+    replies._brpop_start()  # no acks on this queue: kombu's own BRPOP, nothing recorded
+    assert replies._in_poll, "the reply queue was not left to kombu's BRPOP"
+    replies._brpop_read()
+    assert seen == ["task-1", "reply-1"]
+    assert not client.hexists("unacked", "reply-1")
+    replies.close()
 
 
 def test_a_message_taken_by_the_pop_script_ends_the_event_loops_wait_at_once(
