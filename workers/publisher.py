@@ -60,8 +60,8 @@ class StreamPublisher:
     the client's retry policy) driven with ``send_command``/``read_response``. The client's
     ``execute_command`` adds a pool checkout with a non-blocking read to test the
     connection, observability hooks and response callbacks around the same bytes on
-    the wire: ~90 µs of CPU per job inside a busy worker, a tenth of what a small
-    partition job costs beyond a no-op task (bench/worker.md).
+    the wire: 187 → 120 µs of CPU per event inside a busy worker, where a small
+    partition job costs ~1 ms more than a no-op task (bench/worker.md).
     """
 
     def __init__(self, client: redis.Redis, keys: Keys, *, maxlen: int, dedup_ttl: int) -> None:

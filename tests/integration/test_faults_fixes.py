@@ -236,4 +236,3 @@ def test_a_message_taken_by_the_pop_script_ends_the_event_loops_wait_at_once(
     assert hub.poller.poll(0) in (None, [])  # ...and waits again when idle: no busy loop
     channel.close()
     hub.close()
-
