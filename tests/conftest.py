@@ -14,7 +14,11 @@ from typing import Any
 
 import pytest
 
+from tests.support.golden import maybe_install
 from tests.support.processes import RedisServer, free_port
+
+# APPORTION_GOLDEN_RECORD=DIR records every job an engine answers (tests/support/golden.py).
+maybe_install()
 
 EXAMPLES = Path(__file__).resolve().parent / "data" / "examples"
 REQUIRE_REDIS = bool(os.environ.get("CI") or os.environ.get("APPORTION_REQUIRE_REDIS"))
