@@ -70,7 +70,9 @@ class Context:
     record_outcome: RecordOutcome | None = None
 
 
-Solver = Callable[[Any, Context], BaseModel]
+# An engine returns its result as plain JSON data (dicts, lists, str, int, float, bool,
+# None), or as a pydantic model that is dumped here.
+Solver = Callable[[Any, Context], BaseModel | dict[str, Any]]
 
 # kind → "module:function". Imported lazily so `apportion --help` does not load scipy.
 # A kind appears here only once its engine exists; tasks and the CLI refuse the others.
@@ -292,7 +294,8 @@ def run(
         job = validate(k, payload, ctx.limits)
         # Serialising inside the try: a result the engine built from odd input must not
         # escape as an exception either.
-        result = solve(job, ctx).model_dump(mode="json")
+        answer = solve(job, ctx)
+        result = answer.model_dump(mode="json") if isinstance(answer, BaseModel) else answer
     except Rejected as exc:
         return envelope(status="rejected", error=_error(exc))
     except Infeasible as exc:
