@@ -45,6 +45,9 @@ def _plain(value: Any) -> Any:
     dump = getattr(value, "model_dump", None)
     if dump is not None:
         return dump(mode="json")
+    as_dict = getattr(value, "as_dict", None)  # an Envelope
+    if as_dict is not None:
+        value = as_dict()
     return json.loads(json.dumps(value, default=str))
 
 
