@@ -10,6 +10,7 @@ boot, rather than discovered in production.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -94,6 +95,15 @@ class Settings(BaseSettings):
     launch_attempts: int = Field(3, ge=1, le=20)
 
     limits: Limits = Limits()
+
+    # Observability. A worker serves its job metrics (jobs by kind and status, engine and
+    # end-to-end latency) on this port when it is set (workers/metrics/jobs.py).
+    metrics_port: int | None = Field(None, ge=1, le=65535)
+    metrics_address: str = "127.0.0.1"
+    # Worker logs: "text" (Celery's format) or "json" (one object per line). Read by
+    # workers/logs.py before the settings are validated; listed here so that it is
+    # documented, checked and known.
+    log_format: Literal["text", "json"] = "text"
     default_policy_file: str | None = Field(
         None, description="YAML file with the default launch policy (config/default_policy.yaml)"
     )

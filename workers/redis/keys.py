@@ -39,3 +39,8 @@ class Keys:
     def failure_event_marker(self, event_id: str) -> str:
         """Set once a launch-outcome event id has been recorded (idempotency)."""
         return f"{self.prefix}:outcome:{event_id}"
+
+    @property
+    def dead_letters_stream(self) -> str:
+        """Messages a worker will not run: undecodable, or quarantined (workers/broker/)."""
+        return f"{self.prefix}:dead-letters"
