@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.acceptance.cli import apportion, output_json
-from tests.conftest import EXAMPLES, load_example
+from tests.conftest import EXAMPLES, load_example, load_reference
 
 
 def partition_sizes(result: dict[str, object]) -> dict[tuple[str, str], int]:
@@ -28,7 +28,7 @@ def test_solve_prints_the_reference_answer_for_the_partition_example() -> None:
     assert env["status"] == "ok"
     assert env["kind"] == "partition"
     assert env["job_id"] == "example-partition-1"
-    expected = load_example("partition.expected.json")
+    expected = load_reference("partition.json")
     assert partition_sizes(env["result"]) == partition_sizes(expected)
 
 
