@@ -1,6 +1,6 @@
 """launch_select: allocation candidates, then the administrator's selection policy.
 
-Which policy a job gets (SPEC.md §2.3):
+Which policy a job gets (docs/contract.md#launch_select):
 
 * ``"policy": null`` — candidates only, no selection (Placement's answer);
 * ``"policy": [...]`` — that stack;

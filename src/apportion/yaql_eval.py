@@ -7,7 +7,7 @@ reused by the selection engine's ``expression`` module, so the API is general::
     result.raise_if_failed()          # Rejected naming every failing path
     result.values["schema[3].size"]   # -> 4096
 
-Every expression is bounded in four ways (SPEC.md §5):
+Every expression is bounded in four ways (docs/contract.md#limits):
 
 * **length** — ``limits.yaql_max_expression_length``, checked before parsing;
 * **iterations** — yaql's own ``yaql.limitIterators`` (``limits.yaql_max_iterations``):

@@ -1,4 +1,4 @@
-"""The `apportion` command: exit codes and output shapes of SPEC.md §4."""
+"""The `apportion` command: exit codes and output shapes (README, "Using it")."""
 
 from __future__ import annotations
 

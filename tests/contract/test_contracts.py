@@ -1,4 +1,4 @@
-"""The wire contract: shapes producers and subscribers rely on (SPEC.md §2)."""
+"""The wire contract: shapes producers and subscribers rely on (docs/contract.md)."""
 
 from __future__ import annotations
 

@@ -374,7 +374,8 @@ def _covers(group: GroupWork, chosen: dict[str, int]) -> bool:
 
 
 def solve_auto_attach(job: AutoAttachJob, ctx: Context) -> AutoAttachResult:
-    """Which pools, and how many of each, to attach to the job's consumer (SPEC.md §2.1)."""
+    """Which pools, and how many of each, to attach to the job's consumer
+    (docs/contract.md#auto_attach)."""
     limits = ctx.limits
     check_limits(
         limits,

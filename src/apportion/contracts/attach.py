@@ -1,4 +1,4 @@
-"""auto_attach and guest_host_attach jobs and results (SPEC.md §2.1, §2.2).
+"""auto_attach and guest_host_attach jobs and results (docs/contract.md).
 
 Both Candlepin's own JSON (camelCase keys, attributes as lists of
 ``{"name", "value"}``, products as ``{"productId", …}`` objects) and the

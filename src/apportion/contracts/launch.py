@@ -1,4 +1,4 @@
-"""launch_select job and result (SPEC.md §2.3)."""
+"""launch_select job and result (docs/contract.md#launch_select)."""
 
 from __future__ import annotations
 

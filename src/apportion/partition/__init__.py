@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 def solve(job: PartitionJob, ctx: Context) -> PartitionResult:
-    """Lay the job's spaces out on its disks in whole MiB (SPEC.md §2.5)."""
+    """Lay the job's spaces out on its disks in whole MiB (docs/contract.md#partition)."""
     limits = ctx.limits
     parsed = schema.parse(job, limits)
     resolved = dynamic.resolve(parsed, limits)

@@ -1,6 +1,6 @@
 """The reference LP, built with numpy index arithmetic and solved by HiGHS.
 
-Rows, exactly as shared/reference/bareon-partition.md lists them (``A_ub x ≤ b_ub``):
+Rows, exactly as the Bareon allocator builds them (``A_ub x ≤ b_ub``):
 
 1. per space with a max:   Σ_d x[d,s] ≤ max_size
 2. per disk:               Σ_s x[d,s] ≤ capacity (``unallocated`` included)

@@ -1,6 +1,6 @@
 """The allocation problem in numbers: disks, spaces, bounds, fair-share groups, objective.
 
-Everything here follows the seed and shared/reference/bareon-partition.md:
+Everything here follows the seed and the Bareon allocator's LP:
 
 * variables ``x[d·S + s]`` (size of space ``s`` on disk ``d``), ``S`` = the lvs and
   partitions in schema order plus the artificial ``unallocated`` space last;

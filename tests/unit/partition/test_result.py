@@ -10,7 +10,7 @@ from apportion.engine import run
 
 from .support import disks, in_vg, lv, partition, payload, solve_payload
 
-# Vendored copies of shared/examples (tests/data/README.md), so any clone can run this.
+# The example job (examples/) and the reference allocator's answer (tests/data/reference/).
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 REFERENCE = Path(__file__).resolve().parents[2] / "data" / "reference"
 
