@@ -9,7 +9,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -104,7 +103,7 @@ def test_candlepins_whole_server_objects_raise_no_warning() -> None:
         "type": "NORMAL",
         "calculatedAttributes": {"suggested_quantity": "1"},
     }
-    pool["attributes"] = [{"name": "support_level", "value": "Premium"}, {"name": "x", "value": "1"}]
+    pool["attributes"] = [{"name": "support_level", "value": "Premium"}, {"name": "x", "value": 1}]
 
     assert warnings_of("auto_attach", job) == []
 

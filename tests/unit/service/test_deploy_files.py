@@ -64,7 +64,10 @@ def runs(argv: list[str]) -> str:
 
 
 def test_compose_runs_one_worker_per_queue_flower_and_the_metrics_exporter() -> None:
-    started = sorted(runs([str(c) for c in s["command"]]) for n, s in compose().items() if n != "redis")
+    services = compose()
+    started = sorted(
+        runs([str(c) for c in s["command"]]) for n, s in services.items() if n != "redis"
+    )
 
     assert started == sorted(["flower", "metrics", *(f"worker:{q}" for q in QUEUES)])
 

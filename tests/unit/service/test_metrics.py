@@ -122,7 +122,8 @@ def test_the_exporter_reads_depth_streams_lag_pending_age_and_dead_letters(
     assert value("apportion_stream_pending", stream=stream, group="subscribers") == 1
     assert value("apportion_stream_consumer_lag", stream=stream, group="subscribers") == 2
     age = value("apportion_stream_oldest_pending_age_seconds", stream=stream, group="subscribers")
-    assert age is not None and 0.04 <= age < 60
+    assert age is not None
+    assert 0.04 <= age < 60
     assert value("apportion_dead_letters") == 1
 
 
