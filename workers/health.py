@@ -196,7 +196,8 @@ def check(
     health = Health(redis_url=redact_url(settings.redis_url))
     client = make_redis(settings.redis_url, timeout=timeout, retries=0)
     try:
-        read_redis(health, client, Keys(settings.stream_prefix), checked)
+        # Every queue's depth is reported; only the checked ones can make it unhealthy.
+        read_redis(health, client, Keys(settings.stream_prefix), kinds.queues())
     except (redis.RedisError, OSError) as exc:  # TRANSIENT_ERRORS are among these
         health.redis_error = str(exc) or type(exc).__name__
         health.redis_ok = health.redis_ok and not isinstance(exc, TRANSIENT_ERRORS)
