@@ -52,8 +52,18 @@ def observed(
     node = f"ops-{uuid.uuid4().hex[:8]}@%h"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [APPORTION, "worker", "-c", "1", "-Q", QUEUES, "-n", node]
-            + ["--without-mingle", "--without-gossip"],
+            [
+                APPORTION,
+                "worker",
+                "-c",
+                "1",
+                "-Q",
+                QUEUES,
+                "-n",
+                node,
+                "--without-mingle",
+                "--without-gossip",
+            ],
             cwd=REPO,
             env={**os.environ, **worker_env},
             stdout=out,
