@@ -1,8 +1,8 @@
 """What a worker tells operators about each job: one log line, metrics, Flower's text.
 
 * **One line per job at INFO** (logger ``apportion.jobs``): job id, kind, status, the
-  error code and message when not ok, engine, task and end-to-end times. The payload
-  only at DEBUG. Celery's own two lines per task are dropped at INFO (workers/logs.py).
+  error code and message when not ok, engine, task and end-to-end times, the task id
+  (what Flower lists). The payload only at DEBUG. Celery's own two lines per task are dropped at INFO (workers/logs.py).
 * **Metrics** when enabled (workers/metrics/jobs.py).
 * **Flower** shows a task's state from Celery's events and, as its result, the text of
   the ``task-succeeded`` event: Celery's ``repr`` of the return value, cut at
@@ -142,13 +142,14 @@ def job_line(
     why = f" {error.get('code')}: {str(error.get('message'))[:300]}" if error else ""
     more = f", {fields['warnings']} warnings" if fields["warnings"] else ""
     log.info(
-        "job %s %s %s%s (%s%s)",
+        "job %s %s %s%s (%s%s) task %s",
         fields["job_id"],
         fields["kind"],
         fields["status"],
         why,
         times,
         more,
+        task_id,
         extra={FIELDS: fields},
     )
 

@@ -58,7 +58,7 @@ def test_the_job_line_names_the_job_and_its_times_and_carries_them_as_fields(
 
     (record,) = caplog.records
     assert record.getMessage().startswith("job bad-1 partition rejected invalid_job: schema: ")
-    assert record.getMessage().endswith("end-to-end 250.0 ms)")
+    assert record.getMessage().endswith("end-to-end 250.0 ms) task task-1")
     fields: dict[str, Any] = getattr(record, FIELDS)
     assert fields["job_id"] == "bad-1"
     assert fields["status"] == "rejected"
