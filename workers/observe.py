@@ -2,7 +2,8 @@
 
 * **One line per job at INFO** (logger ``apportion.jobs``): job id, kind, status, the
   error code and message when not ok, engine, task and end-to-end times, the task id
-  (what Flower lists). The payload only at DEBUG. Celery's own two lines per task are dropped at INFO (workers/logs.py).
+  (what Flower lists). The payload only at DEBUG. Celery's own two lines per task are
+  dropped at INFO (workers/logs.py).
 * **Metrics** when enabled (workers/metrics/jobs.py).
 * **Flower** shows a task's state from Celery's events and, as its result, the text of
   the ``task-succeeded`` event: Celery's ``repr`` of the return value, cut at
