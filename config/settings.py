@@ -104,6 +104,9 @@ class Settings(BaseSettings):
     # workers/logs.py before the settings are validated; listed here so that it is
     # documented, checked and known.
     log_format: Literal["text", "json"] = "text"
+    # Also keep Celery's own "received"/"succeeded" lines per task at INFO (off: one line
+    # per job, workers/logs.py). For tooling that reads stock Celery's log lines.
+    log_celery_task_lines: bool = False
     default_policy_file: str | None = Field(
         None, description="YAML file with the default launch policy (config/default_policy.yaml)"
     )

@@ -6,6 +6,9 @@ job and of the envelope). At INFO they are dropped in favour of apportion's sing
 line per job (workers/observe.py: job id, kind, status, error code, times); at DEBUG
 they are kept, with the job's payload. Every other Celery line is left alone.
 
+``APPORTION_LOG_CELERY_TASK_LINES=true`` keeps Celery's two lines at INFO too, as
+stock Celery writes them (for tooling that reads them).
+
 ``APPORTION_LOG_FORMAT=json`` writes each record as one JSON object (time, level,
 logger, message, process, and a job line's fields as keys of their own), for log
 shippers; the default ``text`` keeps Celery's format.
@@ -66,6 +69,13 @@ def log_format() -> str:
     return os.environ.get("APPORTION_LOG_FORMAT", "text").strip().lower()
 
 
+def celery_task_lines() -> bool:
+    return os.environ.get("APPORTION_LOG_CELERY_TASK_LINES", "").strip().lower() in _TRUE
+
+
+_TRUE = ("1", "true", "yes", "on")
+
+
 def configure(logger: logging.Logger, loglevel: int) -> None:
     """Apply apportion's choices to a logger Celery just set up."""
     if log_format() == "json":
@@ -73,7 +83,7 @@ def configure(logger: logging.Logger, loglevel: int) -> None:
             handler.setFormatter(JsonFormatter())
     for name in _PER_JOB_LOGGERS:
         per_job = logging.getLogger(name)
-        if loglevel > logging.DEBUG:
+        if loglevel > logging.DEBUG and not celery_task_lines():
             per_job.addFilter(_DROP)
         else:
             per_job.removeFilter(_DROP)
