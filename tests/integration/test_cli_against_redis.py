@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 
-from tests.acceptance.cli import apportion, output_json
-from tests.conftest import load_example
-from tests.support.processes import RedisServer, Worker, wait_until
+from tests.acceptance.cli import APPORTION, apportion, output_json
+from tests.conftest import EXAMPLES, load_example
+from tests.support.processes import RedisServer, Worker, free_port, wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker]
 
@@ -107,3 +111,35 @@ def test_the_worker_logs_one_line_per_job_and_no_payload(
     assert ", end-to-end " in lines[0]
     assert "yaql=let(ram" not in worker.log_text()
     assert " succeeded in " not in worker.log_text()
+
+
+def test_submit_wait_gives_up_within_its_timeout_when_redis_goes_away(tmp_path: Path) -> None:
+    server = RedisServer(port=free_port(), workdir=tmp_path)
+    server.start()
+    try:
+        proc = subprocess.Popen(
+            [
+                APPORTION,
+                "submit",
+                "partition",
+                str(EXAMPLES / "partition.json"),
+                "--wait",
+                "--timeout",
+                "4",
+            ],
+            env={**os.environ, "APPORTION_REDIS_URL": server.url},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(1.5)  # sent, waiting for an answer no worker will give
+        server.stop()
+        started = time.monotonic()
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        server.stop()
+
+    assert proc.returncode == 1
+    assert time.monotonic() - started < 15
+    assert f"lost the result backend at {server.url}" in stderr
+    assert "Traceback" not in stderr

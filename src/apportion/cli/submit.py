@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             ids = [r.id for r in results]
             print_json(ids if is_array else ids[0], args.pretty)
             return EXIT_OK
-        envelopes = _wait(results, args.timeout, step)
+        envelopes = _wait(results, args.timeout, step, redis_location(settings().backend))
     if envelopes is None:
         return EXIT_FAILED
     if is_array:
@@ -118,6 +118,12 @@ def _send(args: argparse.Namespace, jobs: list[Any], step: Callable[[str], None]
 
     config = settings()
     app = producer_app(config)
+    # Waiting for answers must not outlast --timeout when Redis goes away meanwhile: the
+    # result backend's reconnection gives up after about as many seconds.
+    backend_options = app.conf.result_backend_transport_options
+    policy = dict(backend_options.get("retry_policy") or {})
+    policy["max_retries"] = max(1, min(int(policy.get("max_retries", 20)), int(args.timeout)))
+    app.conf.result_backend_transport_options = {**backend_options, "retry_policy": policy}
     name = kinds.get(args.kind).task_name
     try:
         # Fail fast and clearly when Redis is down, instead of Celery's long retry loops.
@@ -141,7 +147,7 @@ def _send(args: argparse.Namespace, jobs: list[Any], step: Callable[[str], None]
     return results
 
 
-def _wait(results: list[Any], timeout: float, step: Callable[[str], None]) -> Any:
+def _wait(results: list[Any], timeout: float, step: Callable[[str], None], backend: str) -> Any:
     from celery.exceptions import TimeoutError as CeleryTimeout
     from kombu.exceptions import OperationalError
     from redis.exceptions import ConnectionError as RedisConnectionError
@@ -160,7 +166,11 @@ def _wait(results: list[Any], timeout: float, step: Callable[[str], None]) -> An
         )
         return None
     except (OperationalError, RedisConnectionError, OSError) as exc:
-        print(f"apportion submit: lost the result backend: {exc}", file=sys.stderr)
+        print(f"apportion submit: lost the result backend at {backend}: {exc}", file=sys.stderr)
+        return None
+    except RuntimeError as exc:  # Celery's "Retry limit exceeded … result store backend"
+        reason = " ".join(str(exc).split())
+        print(f"apportion submit: lost the result backend at {backend}: {reason}", file=sys.stderr)
         return None
     except Exception as exc:  # the task itself failed (e.g. retries exhausted)
         print(f"apportion submit: task failed: {type(exc).__name__}: {exc}", file=sys.stderr)
