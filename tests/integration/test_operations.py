@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import urllib.request
 import uuid
@@ -218,3 +219,13 @@ def test_the_exporter_serves_what_redis_holds(
     assert 'apportion_queue_depth{queue="launch"} 1.0' in proc.stdout
     assert 'apportion_stream_length{stream="apportion:results:partition"}' in proc.stdout
     redis.Redis.from_url(redis_server.url).delete("launch")
+
+
+def test_health_of_one_named_worker_as_a_container_check_asks(observed: Observed) -> None:
+    node = observed.node.replace("%h", socket.gethostname())
+    mine = apportion("health", "--queue", "partition", "--node", node, env=observed.env)
+    other = apportion("health", "--queue", "partition", "--node", "gone@nowhere", env=observed.env)
+
+    assert mine.returncode == 0, mine.stdout
+    assert other.returncode == 1
+    assert "problem: worker gone@nowhere did not answer" in other.stdout
