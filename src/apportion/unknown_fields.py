@@ -38,6 +38,9 @@ from apportion.errors import Problem, Rejected
 
 CODE = "unknown_field"
 MAX_WARNINGS = 50
+# How much of an unknown key, and of its path, a warning quotes.
+SHOWN_KEY = 80
+SHOWN_PATH = 200
 
 # Fields of Candlepin's API objects (PoolDTO, ConsumerDTO, EntitlementDTO, GuestIdDTO,
 # and the created/updated of every timestamped entity) that carry nothing an
@@ -528,8 +531,13 @@ def _notice(found: _Found) -> WarningDetail:
     more = ""
     if found.more:
         more = f" (also at {found.more} other place{'s' if found.more > 1 else ''})"
-    message = f"unknown {found.what} {found.key!r} ignored{hint}{more}"
-    return WarningDetail(found.path, CODE, message)
+    message = f"unknown {found.what} {_short(found.key)!r} ignored{hint}{more}"
+    return WarningDetail(_short(found.path, SHOWN_PATH), CODE, message)
+
+
+def _short(text: str, limit: int = SHOWN_KEY) -> str:
+    """Keys are the producer's: a 64 KiB one must not make every warning 64 KiB."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def rejection(notices: Sequence[WarningDetail]) -> Rejected:

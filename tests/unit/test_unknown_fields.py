@@ -256,3 +256,12 @@ def test_find_is_idempotent_over_json_text_and_decoded_json() -> None:
     model = kinds.get("partition").job
 
     assert find(model, job) == find(model, json.loads(json.dumps(job)))
+
+
+def test_a_huge_unknown_key_is_quoted_short() -> None:
+    job = load_example("partition.json") | {"k" * 60_000: 1}
+
+    (warning,) = warnings_of("partition", job)
+
+    assert len(warning["message"]) < 150
+    assert len(warning["path"]) <= 200
