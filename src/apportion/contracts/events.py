@@ -7,14 +7,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from apportion.contracts.base import JobBase
+from apportion.contracts.base import JobBase, JobId
 
 
 class LaunchOutcomeJob(JobBase):
     """A launch attempt's outcome. ``job_id`` names the launch_select job it reports on;
     ``event_id`` is this event's idempotency key."""
 
-    event_id: str = Field(min_length=1, max_length=256)
+    event_id: JobId
     account: str = Field(min_length=1, max_length=256)
     outcome: Literal["failed", "succeeded"]
     at: datetime
