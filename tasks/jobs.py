@@ -1,4 +1,9 @@
-"""The job tasks (``apportion.partition`` and friends)."""
+"""The job tasks (``apportion.partition`` and friends).
+
+Thin: solve (apportion.engine), then answer once (workers/results/answers.py: the same
+envelope on the result stream and in the result backend). A message the gate rejected
+(workers/broker/gate.py) carries the verdict in a header and is answered from it.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +12,23 @@ from typing import Any
 
 from celery import Celery, Task
 from celery.exceptions import Reject, SoftTimeLimitExceeded
+from celery.signals import task_postrun
 
 from apportion import ENGINE_VERSION
 from apportion.config.celeryconfig import TASK_QUEUES
 from apportion.contracts import Envelope, ErrorDetail, ErrorInfo, Kind
+from apportion.contracts.base import valid_job_id
 from apportion.engine import available_kinds, run
 from apportion.errors import InfrastructureError
+from apportion.workers.broker.gate import VERDICT_HEADER
 from apportion.workers.launch.launcher import launch_with_retries
+from apportion.workers.results.answers import (
+    bounded,
+    fingerprint,
+    hold_soft_limit,
+    release_soft_limit,
+    settle,
+)
 from apportion.workers.runtime import Runtime, get_runtime, utcnow
 
 log = logging.getLogger("apportion.tasks")
@@ -23,40 +38,52 @@ def task_name(kind: Kind) -> str:
     return f"apportion.{kind}"
 
 
-def _time_limit_envelope(kind: Kind, job: Any, task: Task, rt: Runtime) -> Envelope:
-    job_id = job.get("job_id") if isinstance(job, dict) else None
+def _time_limit_envelope(
+    kind: Kind, job: Any, job_id: str, rt: Runtime, *, hard: bool = False
+) -> Envelope:
     queue = TASK_QUEUES[task_name(kind)]
-    soft = rt.settings.time_limits.for_queue(queue).soft  # type: ignore[arg-type]
+    limits = rt.settings.time_limits.for_queue(queue)  # type: ignore[arg-type]
+    seconds, which = (limits.hard, "HARD") if hard else (limits.soft, "SOFT")
+    own = (
+        job.get("event_id" if kind == "launch_outcome" else "job_id")
+        if isinstance(job, dict)
+        else None
+    )
     # A job that outgrows the time limit will do so again: it is the job's size, not a
     # passing fault, so it is answered (and never retried).
     return Envelope(
-        job_id=job_id if isinstance(job_id, str) else task.request.id,
+        job_id=own if valid_job_id(own) else job_id,
         kind=kind,
         status="rejected",
         error=ErrorInfo(
             code="time_limit",
-            message=f"the job ran longer than the {queue} queue's soft time limit of {soft:g} s; "
-            "make it smaller or raise APPORTION_TIME_LIMITS__"
-            f"{queue.upper()}__SOFT",
+            message=f"the job ran longer than the {queue} queue's {which.lower()} time limit "
+            f"of {seconds:g} s; make it smaller or raise APPORTION_TIME_LIMITS__"
+            f"{queue.upper()}__{which}",
         ),
         engine_version=ENGINE_VERSION,
-        elapsed_ms=soft * 1000.0,
+        elapsed_ms=seconds * 1000.0,
     )
 
 
-def publish_or_retry(task: Task, rt: Runtime, envelope: Envelope) -> None:
-    """Publish the result event; on a Redis outage retry the task with backoff.
+def publish_or_retry(task: Task, rt: Runtime, envelope: Envelope, digest: str) -> dict[str, Any]:
+    """Answer once (see workers/results/answers.py); on a Redis outage retry with backoff.
 
-    The retry re-runs the job (engines are deterministic and cheap next to an outage);
+    Returns the envelope for the result backend: the one on the stream. The retry
+    re-runs the job (engines are deterministic and cheap next to an outage);
     publishing is idempotent by job_id, so a retry after a publish that did land
     produces no second event. A soft time limit that fires while publishing means
     Redis is slow, not that the job is too big (the job is already solved): it is
     retried like an outage rather than failing the task, which would lose the job.
+    Once published, a soft time limit no longer raises (the answer is out).
     """
+    envelope, text = bounded(envelope, rt.settings.limits)
     try:
-        rt.publisher.publish(envelope)
+        answer = settle(rt.publisher, envelope, digest, text, dedup_ttl=rt.settings.dedup_ttl)
     except (InfrastructureError, SoftTimeLimitExceeded) as exc:
         raise _retry(task, rt, exc, f"publishing {envelope.job_id}") from exc
+    hold_soft_limit()
+    return answer.model_dump(mode="json")
 
 
 def _retry(task: Task, rt: Runtime, exc: BaseException, doing: str) -> Exception:
@@ -126,7 +153,7 @@ def execute(task: Task, kind: Kind, job: Any) -> dict[str, Any]:
     try:
         envelope = _solve(task, kind, job, rt)
     except SoftTimeLimitExceeded:
-        envelope = _time_limit_envelope(kind, job, task, rt)
+        envelope = _time_limit_envelope(kind, job, task.request.id, rt)
     except InfrastructureError as exc:  # the failure-history store was unreachable
         raise _retry(task, rt, exc, "solving") from exc
     if envelope.status != "ok":
@@ -137,8 +164,45 @@ def execute(task: Task, kind: Kind, job: Any) -> dict[str, Any]:
             envelope.status,
             envelope.error.message if envelope.error else "",
         )
-    publish_or_retry(task, rt, envelope)
-    return envelope.model_dump(mode="json")
+    return publish_or_retry(task, rt, envelope, fingerprint(job))
+
+
+def answer_hard_time_limit(name: str, task_id: str, args: Any, kwargs: Any) -> dict[str, Any]:
+    """The answer to a job whose pool child the hard time limit killed (called in the
+    worker's main process by workers/broker/requests.py): the published one if the job
+    got that far, else a ``time_limit`` rejection, published once."""
+    kind: Kind = name.removeprefix("apportion.")  # type: ignore[assignment]
+    rt = get_runtime()
+    job = _the_job(args, kwargs)
+    envelope = _time_limit_envelope(kind, job, task_id, rt, hard=True)
+    envelope, text = bounded(envelope, rt.settings.limits)
+    answer = settle(rt.publisher, envelope, fingerprint(job), text, dedup_ttl=rt.settings.dedup_ttl)
+    return answer.model_dump(mode="json")
+
+
+def _the_job(args: Any, kwargs: Any) -> Any:
+    if isinstance(args, list | tuple) and len(args) == 1 and not kwargs:
+        return args[0]
+    if not args and isinstance(kwargs, dict) and set(kwargs) == {"job"}:
+        return kwargs["job"]
+    return None
+
+
+def _gate_rejection(kind: Kind, task: Task, verdict: Any) -> Envelope:
+    """The envelope for a message the gate turned away (workers/broker/gate.py)."""
+    job_id = verdict.get("job_id") if isinstance(verdict, dict) else None
+    try:
+        error = ErrorInfo.model_validate({k: verdict[k] for k in ("code", "message", "details")})
+    except (TypeError, KeyError, ValueError):
+        error = ErrorInfo(code="invalid_message", message="the message was refused at the gate")
+    return Envelope(
+        job_id=job_id if valid_job_id(job_id) else task.request.id,
+        kind=kind,
+        status="rejected",
+        error=error,
+        engine_version=ENGINE_VERSION,
+        elapsed_ms=0.0,
+    )
 
 
 def _bad_arguments(
@@ -162,6 +226,11 @@ def _bad_arguments(
 
 def _make(kind: Kind) -> Any:
     def job_task(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        verdict = getattr(self.request, VERDICT_HEADER, None)
+        if verdict is not None:
+            envelope = _gate_rejection(kind, self, verdict)
+            log.info("job %s (%s) rejected at the gate: %s", envelope.job_id, kind, envelope.error)
+            return publish_or_retry(self, get_runtime(), envelope, fingerprint(["gate", verdict]))
         # Any arity is accepted so that a producer's mistake (two jobs in args, the
         # job as a keyword) is answered with a rejected result like any bad job,
         # instead of a TypeError that leaves no result event at all.
@@ -171,13 +240,18 @@ def _make(kind: Kind) -> Any:
             return execute(self, kind, kwargs["job"])
         envelope = _bad_arguments(kind, self, args, kwargs)
         log.info("job %s (%s) rejected: %s", envelope.job_id, kind, envelope.error)
-        publish_or_retry(self, get_runtime(), envelope)
-        return envelope.model_dump(mode="json")
+        return publish_or_retry(self, get_runtime(), envelope, fingerprint([args, kwargs]))
 
     job_task.__name__ = kind
     job_task.__qualname__ = kind
     job_task.__doc__ = f"Run one {kind} job (SPEC.md §2) and publish its result event."
     return job_task
+
+
+# A soft time limit held after publishing (answers.hold_soft_limit) ends with the task.
+task_postrun.connect(release_soft_limit, weak=False)
+
+GATED_REQUEST = "apportion.workers.broker.requests:GatedRequest"
 
 
 def register(app: Celery) -> None:
@@ -191,6 +265,14 @@ def register(app: Celery) -> None:
         # partition envelope at 200, 29 µs at 100; the result is also the text of the
         # task-succeeded event). The envelope's first fields, job_id (a UUID), kind and
         # status, fit in 100 characters.
+        # Request: Celery's, telling the transport when a job reached a pool child and
+        # when that child died (quarantine counting), and answering a hard time limit
+        # (workers/broker/requests.py).
         app.task(
-            name=task_name(kind), bind=True, typing=False, shared=False, resultrepr_maxsize=100
+            name=task_name(kind),
+            bind=True,
+            typing=False,
+            shared=False,
+            resultrepr_maxsize=100,
+            Request=GATED_REQUEST,
         )(_make(kind))

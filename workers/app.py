@@ -55,8 +55,20 @@ def warm_up(settings: Settings) -> None:
     load_default_policy(settings.default_policy_file)
 
 
+def allow_tasks(celery: Celery) -> None:
+    """Tell the transport's gate which task names this worker runs (the others are
+    dead-lettered, never handed to Celery; Celery's own built-in tasks are not for
+    producers to send)."""
+    options = celery.conf.broker_transport_options.get("apportion_gate")
+    if options is not None:
+        options["tasks"] = sorted(name for name in celery.tasks if not name.startswith("celery."))
+
+
 def _warm_up_before_the_pool_forks(sender: Any = None, **_: Any) -> None:
-    # worker_init fires in the main process before the pool starts (celery.worker.worker).
+    # worker_init fires in the main process before the pool starts (celery.worker.worker)
+    # and before the consumer opens its broker connection.
+    if sender is not None and getattr(sender, "app", None) is not None:
+        allow_tasks(sender.app)
     warm_up(get_settings())
     # Everything loaded so far lives as long as the process. Frozen, the pool children
     # skip it in every full garbage collection (scipy, pydantic's schemas and yaql's

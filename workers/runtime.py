@@ -63,7 +63,11 @@ def build_runtime(settings: Settings) -> Runtime:
     keys = Keys(settings.stream_prefix)
     client = get_redis(settings)
     publisher = StreamPublisher(
-        client, keys, maxlen=settings.stream_maxlen, dedup_ttl=settings.dedup_ttl
+        client,
+        keys,
+        maxlen=settings.stream_maxlen,
+        dedup_ttl=settings.dedup_ttl,
+        max_age_seconds=settings.stream_max_age,
     )
     failures = FailureStore(
         client,
