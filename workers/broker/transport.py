@@ -95,7 +95,7 @@ import redis
 from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
-from kombu.utils.json import dumps
+from kombu.utils.json import dumps, loads
 
 from apportion.errors import StoreUnavailable
 from apportion.limits import Limits
@@ -530,8 +530,15 @@ class Channel(kombu_redis.Channel):
                 raise
             if not dest__item:
                 raise Empty()
-            dest, item = dest__item
-            self._take(*self.record_in_unacked(bytes_to_str(dest), item))
+            dest, item = bytes_to_str(dest__item[0]), dest__item[1]
+            queue = dest.rsplit(self.sep, 1)[0]
+            if queue in self._no_ack_queues:  # replies to control commands: kombu's way
+                self._queue_cycle.rotate(queue)
+                self.connection._deliver(loads(bytes_to_str(item)), queue)
+            elif self.global_keyprefix:  # the scripts do not prefix keys: gate only
+                self._take(dest, bytes_to_str(item), "")
+            else:
+                self._take(*self.record_in_unacked(dest, item))
             self.connection.wake_event_loop()
             return True
         finally:
