@@ -261,7 +261,11 @@ def _headers(
 
 
 def _repr(value: Any) -> str:
-    return value[:_REPR_MAX] if isinstance(value, str) else ""
+    if not isinstance(value, str):
+        return ""
+    # For logs and Flower only: a lone surrogate would make the message unreadable to
+    # the broker's own JSON decoder (cjson) once it is recorded as unacknowledged.
+    return value[:_REPR_MAX].encode("utf-8", "replace").decode("utf-8")
 
 
 def _when(value: Any) -> datetime | None:

@@ -99,9 +99,8 @@ from kombu.utils.json import dumps, loads
 
 from apportion.errors import StoreUnavailable
 from apportion.limits import Limits
-from apportion.workers.broker import gate
 from apportion.workers.broker.dead_letters import DeadLetterPolicy, DeadLetters, min_id
-from apportion.workers.broker.gate import GateRules
+from apportion.workers.broker.gate import Bury, Deliver, GateRules, inspect
 from apportion.workers.redis.keys import Keys
 
 log = logging.getLogger("apportion.transport")
@@ -154,7 +153,8 @@ UNDELIVERED = _Undelivered()
 # KEYS: unacked index (zset), unacked (hash), dead-letter stream[, queues...]
 # ARGV: now, max item bytes, quarantine_after, delivery-count key prefix, count TTL,
 #       dead-letter MAXLEN, dead-letter copy bytes, dead-letter MINID, now (ISO)[, ...]
-# Returns {queue, item, ''} for an item to deliver, {queue, '', reason} for a buried one.
+# Returns {queue, item, ''} for an item to deliver, {queue, '', reason} for a buried one,
+# {queue, item, 'unrecorded'} for one cjson cannot read (the gate in Python decides).
 # The hash value is written by concatenation, dumps([raw, exchange, routing_key]) as
 # kombu writes it: the raw message stays byte for byte as queued (cjson would re-encode
 # it, turning [] into {}).
@@ -180,7 +180,9 @@ local function take(queue, item)
   end
   local ok, message = pcall(cjson.decode, item)
   if not ok then
-    return bury(queue, item, 'not_json', 'the queue item is not JSON')
+    -- cjson is stricter than Python's json (an escaped lone surrogate in argsrepr, say):
+    -- the gate decides, and the delivery is recorded the way kombu records it.
+    return {queue, item, 'unrecorded'}
   end
   if type(message) ~= 'table' or message[1] ~= nil then
     return bury(queue, item, 'not_a_message', 'the queue item is JSON but not an object')
@@ -231,6 +233,7 @@ _RECORD_IN_UNACKED = _TAKE + "\nreturn take(ARGV[10], ARGV[11])\n"
 # Items buried in one event-loop tick before the loop gets a turn (a flood of garbage
 # must not starve the worker's heartbeat and acknowledgements).
 _BURY_PER_TICK = 100
+_UNRECORDED = "unrecorded"
 
 
 @dataclass(frozen=True, slots=True)
@@ -452,11 +455,12 @@ class Channel(kombu_redis.Channel):
         False when it went to the dead letters instead."""
         queue = dest.rsplit(self.sep, 1)[0]
         self._queue_cycle.rotate(queue)
-        if buried:
+        recorded = buried != _UNRECORDED
+        if buried and recorded:
             log.warning("a message from queue %s was dead-lettered: %s", queue, buried)
             return False
-        verdict = gate.inspect(item, self.gate.rules)
-        if isinstance(verdict, gate.Bury):
+        verdict = inspect(item, self.gate.rules)
+        if isinstance(verdict, Bury):
             try:
                 self.dead_letters.bury(
                     item,
@@ -478,6 +482,8 @@ class Channel(kombu_redis.Channel):
             )
             return False
         headers = verdict.message["headers"]
+        if not recorded and self._quarantined(dest, item, verdict, queue):
+            return False
         if verdict.notes:
             log.warning("message %s from %s: %s", headers["id"], queue, "; ".join(verdict.notes))
         if verdict.verdict is not None:
@@ -485,6 +491,27 @@ class Channel(kombu_redis.Channel):
                 "message %s rejected at the gate: %s", headers["id"], verdict.verdict["message"]
             )
         self.connection._deliver(verdict.message, queue)
+        return True
+
+    def _quarantined(self, dest: str, item: str, verdict: Deliver, queue: str) -> bool:
+        """The pop script's delivery count, for an item it could not read (see _TAKE)."""
+        tag = verdict.message["properties"]["delivery_tag"]
+        key = self.gate.keys.delivery_count(tag)
+        pipe = self.client.pipeline()
+        count = pipe.incr(key).expire(key, self.gate.count_ttl).execute()[0]
+        if count <= self.gate.quarantine_after:
+            return False
+        self.dead_letters.bury(
+            item,
+            queue=dest,
+            reason="quarantined",
+            detail=f"handed to workers {count - 1} times without an answer, each time its "
+            "worker died (raise APPORTION_QUARANTINE_AFTER to allow more)",
+            tag=tag,
+            task=verdict.message["headers"]["task"],
+            task_id=verdict.message["headers"]["id"],
+        )
+        log.error("message %s from %s quarantined", verdict.message["headers"]["id"], queue)
         return True
 
     def _brpop_start(self, timeout: Any = None) -> Any:
