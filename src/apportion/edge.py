@@ -65,11 +65,15 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def decode(text: str | bytes) -> tuple[Any, tuple[str, str] | None]:
+def decode(
+    text: str | bytes, *, allow_constants: bool = False
+) -> tuple[Any, tuple[str, str] | None]:
     """JSON text → (value, (path, key) of the first repeated key or None).
 
-    Raises ``ValueError`` for text that is not JSON (``NaN`` and ``Infinity`` included)
-    and ``RecursionError`` for nesting deeper than the interpreter's stack. The pairs
+    Raises ``ValueError`` for text that is not JSON (``NaN`` and ``Infinity`` included,
+    unless ``allow_constants``: a Python producer's json writes them, and the shape walk
+    then rejects them with their path) and ``RecursionError`` for nesting deeper than
+    the interpreter's stack. The pairs
     hook costs one C-level dict build and a length comparison per object; the path of
     a repeated key is only looked for when there is one.
     """
@@ -88,7 +92,10 @@ def decode(text: str | bytes) -> tuple[Any, tuple[str, str] | None]:
         marked.append(duplicate)
         return duplicate
 
-    value = json.loads(text, parse_constant=_no_constants, object_pairs_hook=pairs_hook)
+    if allow_constants:
+        value = json.loads(text, object_pairs_hook=pairs_hook)
+    else:
+        value = json.loads(text, parse_constant=_no_constants, object_pairs_hook=pairs_hook)
     return value, (_locate_duplicate(value) if marked else None)
 
 

@@ -314,7 +314,9 @@ def _body(
             "$",
         )
     try:
-        call, duplicate = edge.decode(data)
+        # NaN and Infinity: a Python producer writes them; the job is answered (the
+        # engine's shape walk rejects them with their path), not dead-lettered.
+        call, duplicate = edge.decode(data, allow_constants=True)
     except RecursionError:
         return encoded, _too_deep(limits, "$")
     except ValueError as exc:

@@ -111,9 +111,11 @@ class _Undelivered:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._messages: list[tuple[dict[str, Any], str]] = []
+        self._messages: list[tuple[dict[str, Any] | str, str]] = []
 
-    def keep(self, message: dict[str, Any], queue: str) -> None:
+    def keep(self, message: dict[str, Any] | str, queue: str) -> None:
+        """``message``: a decoded message, or a raw item as queued; ``queue``: its queue
+        (a raw item's list key, priority suffix included)."""
         with self._lock:
             self._messages.append((message, queue))
         log.warning(
@@ -131,10 +133,13 @@ class _Undelivered:
         try:
             with channel.conn_or_acquire() as client:
                 for message, queue in pending:
-                    priority = channel._get_message_priority(message, reverse=False)
                     # RPUSH: the consuming end (BRPOP), so it is the next one served,
                     # as kombu's own restore does.
-                    client.rpush(channel._q_for_pri(queue, priority), dumps(message))
+                    if isinstance(message, str):
+                        client.rpush(queue, message)
+                    else:
+                        priority = channel._get_message_priority(message, reverse=False)
+                        client.rpush(channel._q_for_pri(queue, priority), dumps(message))
                     done += 1
         except channel.connection_errors:
             with self._lock:
@@ -565,7 +570,13 @@ class Channel(kombu_redis.Channel):
             elif self.global_keyprefix:  # the scripts do not prefix keys: gate only
                 self._take(dest, bytes_to_str(item), "")
             else:
-                self._take(*self.record_in_unacked(dest, item))
+                try:
+                    taken = self.record_in_unacked(dest, item)
+                except self.connection_errors:
+                    # Read just as the connection died (fix 2): in no list any more.
+                    UNDELIVERED.keep(bytes_to_str(item), dest)
+                    raise
+                self._take(*taken)
             self.connection.wake_event_loop()
             return True
         finally:
