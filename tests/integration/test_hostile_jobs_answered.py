@@ -147,6 +147,18 @@ def test_a_message_with_a_null_task_id_is_run_and_answered(
 # ---- item 4 and the hard time limit: one truth -----------------------------------------
 
 
+@pytest.fixture
+def alone(redis_server: RedisServer) -> Iterator[tuple[str, Celery, redis.Redis]]:
+    """A database of its own: the module's worker must not take these tests' jobs."""
+    url = f"redis://127.0.0.1:{redis_server.port}/10"
+    client = redis.Redis.from_url(url, socket_timeout=5)
+    client.flushdb()
+    app = create_app(Settings(redis_url=url))
+    yield url, app, client
+    app.close()
+    client.close()
+
+
 def slow_worker(url: str, log: Path, **env: str) -> Worker:
     limits = {
         "APPORTION_TIME_LIMITS__PARTITION__SOFT": "1",
@@ -166,8 +178,9 @@ def slow_worker(url: str, log: Path, **env: str) -> Worker:
     [("2", "the soft time limit"), ("5", "the hard time limit, which kills the child")],
 )
 def test_a_time_limit_reached_after_the_event_was_published_leaves_stream_and_backend_agreeing(
-    url: str, producer: Celery, client: redis.Redis, tmp_path: Path, slow_store: str, what: str
+    alone: tuple[str, Celery, redis.Redis], tmp_path: Path, slow_store: str, what: str
 ) -> None:
+    url, producer, client = alone
     # The pool child publishes the event, then takes `slow_store` seconds to store the
     # result in the backend: the time limit falls in between.
     w = slow_worker(url, tmp_path / "w.log", APPORTION_TEST_SLOW_STORE=slow_store)
@@ -185,8 +198,9 @@ def test_a_time_limit_reached_after_the_event_was_published_leaves_stream_and_ba
 
 @pytest.mark.slow
 def test_a_job_longer_than_the_operators_limit_is_answered_time_limit_whatever_the_producer_asks(
-    url: str, producer: Celery, client: redis.Redis, tmp_path: Path
+    alone: tuple[str, Celery, redis.Redis], tmp_path: Path
 ) -> None:
+    url, producer, client = alone
     w = slow_worker(url, tmp_path / "w.log", APPORTION_TEST_SLOW_SOLVE="2")
     w.start()
     try:

@@ -86,7 +86,7 @@ def test_a_job_that_kills_its_pool_child_is_quarantined_after_two_deliveries(
     [letter] = quarantined(client)
     assert letter[b"task_id"] == sent.id.encode()
     assert b"2 times" in letter[b"detail"]
-    assert worker.log_text().count("WorkerLostError") == 2
+    assert worker.log_text().count("Task handler raised error: WorkerLostError") == 2
     assert client.llen("partition") == 0
     assert client.hlen("unacked") == 0
 
