@@ -193,10 +193,7 @@ def validate(kind: str, payload: Any, limits: Limits = DEFAULT_LIMITS) -> BaseMo
         job: BaseModel = model.model_validate(payload)
         return job
     except ValidationError as exc:
-        problems = _problems(exc)
-        first = problems[0]
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise Rejected(f"{first.path}: {first.message}{more}", problems) from None
+        raise Rejected.of(_problems(exc)) from None
     except RecursionError:
         raise Rejected.at("$", "job nested too deeply") from None
 
