@@ -12,10 +12,9 @@ from __future__ import annotations
 from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from apportion import kinds
-from apportion.limits import Limits
+from apportion.engine_settings import EngineSettings
 
 
 class TimeLimit(BaseModel):
@@ -52,10 +51,8 @@ def default_time_limit(queue: str) -> TimeLimit:
     )
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="APPORTION_", env_nested_delimiter="__", frozen=True, extra="ignore"
-    )
+class Settings(EngineSettings):
+    """Everything a worker reads: the engine's settings and the service's own."""
 
     redis_url: str = "redis://127.0.0.1:6379/0"
     # Broker and result backend default to redis_url; split them when operators want to.
@@ -69,9 +66,6 @@ class Settings(BaseSettings):
     # Per queue: APPORTION_TIME_LIMITS__PARTITION__HARD=120. Defaults come from the job
     # kinds on the queue (apportion.kinds); an unknown queue name is refused at start-up.
     time_limits: dict[str, TimeLimitOverride] = Field(default_factory=dict)
-    # Modules that register job kinds of a deployment's own (apportion.kinds.register),
-    # imported when the settings are read: APPORTION_KIND_MODULES='["my.kinds"]'.
-    kind_modules: list[str] = Field(default_factory=list)
     result_expires: int = Field(86_400, gt=0, description="seconds results stay in the backend")
 
     stream_prefix: str = Field("apportion", min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
@@ -92,11 +86,6 @@ class Settings(BaseSettings):
     launcher: str = "none"
     simulated_failure_rates: dict[str, float] = Field(default_factory=dict)
     launch_attempts: int = Field(3, ge=1, le=20)
-
-    limits: Limits = Limits()
-    default_policy_file: str | None = Field(
-        None, description="YAML file with the default launch policy (config/default_policy.yaml)"
-    )
 
     @property
     def broker(self) -> str:
@@ -123,7 +112,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _kinds_and_their_queues(self) -> Settings:
-        kinds.load_modules(self.kind_modules)
+        kinds.load_modules(self.kind_modules)  # no-op if EngineSettings' validator ran first
         unknown = sorted(set(self.time_limits) - set(kinds.queues()))
         if unknown:
             raise ValueError(

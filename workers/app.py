@@ -46,7 +46,7 @@ def warm_up(settings: Settings) -> None:
     and a broken default policy stops the worker at boot instead of failing jobs.
     """
     from apportion import kinds
-    from apportion.config.policy import load_default_policy
+    from apportion.engine_settings import load_default_policy
     from apportion.workers.launch.launcher import make_launcher
     from apportion.yaql_eval import warm_up as warm_up_yaql
 

@@ -61,6 +61,7 @@ def _print_json(data: Any, pretty: bool | None = None) -> None:
 
 
 def _settings() -> Any:
+    """The worker's settings (commands that reach Redis)."""
     from apportion.config.settings import get_settings
 
     try:
@@ -69,11 +70,21 @@ def _settings() -> Any:
         raise UsageError(f"invalid APPORTION_* configuration: {exc}") from exc
 
 
+def _engine_settings() -> Any:
+    """What answering a job in-process needs (solve, explain): no service packages."""
+    from apportion.engine_settings import EngineSettings
+
+    try:
+        return EngineSettings()
+    except ValueError as exc:
+        raise UsageError(f"invalid APPORTION_* configuration: {exc}") from exc
+
+
 def _jobs_from_text(kind: str, text: str) -> tuple[list[Any], bool, Envelope | None]:
     """Parse the input: (jobs, was_array, rejection envelope if the text is not JSON)."""
     from apportion.engine import parse_json_text, run
 
-    settings = _settings()
+    settings = _engine_settings()
     try:
         data = parse_json_text(text, settings.limits)
     except Rejected:
@@ -92,16 +103,16 @@ def _check_kind(kind: str) -> None:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
-    from apportion.config.policy import engine_context
     from apportion.engine import run
+    from apportion.engine_settings import engine_context
 
+    settings = _engine_settings()  # first: it loads a deployment's own kinds
     _check_kind(args.kind)
     text = _read_input(args.file)
     jobs, is_array, bad = _jobs_from_text(args.kind, text)
     if bad is not None:
         _print_json(bad.as_dict(), args.pretty)
         return EXIT_REJECTED
-    settings = _settings()
     envelopes = [run(args.kind, job, engine_context(settings)) for job in jobs]
     if is_array:
         _print_json([e.as_dict() for e in envelopes], args.pretty)
@@ -198,13 +209,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_explain(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from apportion.config.policy import engine_context
     from apportion.engine import parse_json_text, run
+    from apportion.engine_settings import engine_context
     from apportion.explain import PlotUnavailable, explain
 
     text = _read_input(args.file)
     try:
-        data = parse_json_text(text, _settings().limits)
+        data = parse_json_text(text, _engine_settings().limits)
     except Rejected as exc:
         raise UsageError(exc.message) from exc
     if not isinstance(data, dict):
@@ -213,7 +224,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         envelope: dict[str, Any] = data
     elif args.kind:
         _check_kind(args.kind)
-        envelope = run(args.kind, data, engine_context(_settings())).as_dict()
+        envelope = run(args.kind, data, engine_context(_engine_settings())).as_dict()
     else:
         raise UsageError("FILE is not a result envelope; pass --kind to solve it as a job")
     out = Path(args.out) if args.out else None
