@@ -8,7 +8,7 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_init
 
-from apportion.config.celeryconfig import celery_config
+from apportion.config.celeryconfig import broker_transport, celery_config
 from apportion.config.settings import Settings, get_settings
 
 
@@ -28,10 +28,13 @@ def create_app(
     conf = celery_config(settings)
     if broker:
         conf["broker_url"] = broker
+        # The transport follows the URL: left at the Redis transport, a memory:// app
+        # (the embedded demo) would quietly use the Redis on localhost:6379.
+        conf["broker_transport"] = broker_transport(broker)
     if backend:
         conf["result_backend"] = backend
     celery.config_from_object(conf)
-    register(celery)
+    register(celery, settings)
     return celery
 
 
@@ -45,12 +48,14 @@ def warm_up(settings: Settings) -> None:
     in the worker's main process before the pool forks, the children inherit it all,
     and a broken default policy stops the worker at boot instead of failing jobs.
     """
-    from apportion.config.policy import load_default_policy
-    from apportion.engine import available_kinds, solver_for
+    from apportion import kinds
+    from apportion.engine_settings import load_default_policy
+    from apportion.workers.launch.launcher import make_launcher
     from apportion.yaql_eval import warm_up as warm_up_yaql
 
-    for kind in available_kinds():
-        solver_for(kind)
+    for kind in kinds.REGISTRY.values():
+        kind.load_solver()
+    make_launcher(settings)  # an unknown APPORTION_LAUNCHER stops the worker at boot
     warm_up_yaql(settings.limits)
     load_default_policy(settings.default_policy_file)
 
@@ -61,7 +66,11 @@ def allow_tasks(celery: Celery) -> None:
     producers to send)."""
     options = celery.conf.broker_transport_options.get("apportion_gate")
     if options is not None:
-        options["tasks"] = sorted(name for name in celery.tasks if not name.startswith("celery."))
+        options["tasks"] = {
+            name: [task.time_limit, task.soft_time_limit]
+            for name, task in sorted(celery.tasks.items())
+            if not name.startswith("celery.")
+        }
 
 
 def _warm_up_before_the_pool_forks(sender: Any = None, **_: Any) -> None:

@@ -44,7 +44,7 @@ import base64
 import binascii
 import json
 import uuid
-from collections.abc import Collection
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -73,8 +73,9 @@ class GateRules:
     limits: Limits = field(default_factory=Limits)
     # The whole queue item, base64 body and headers included.
     max_message_bytes: int = 48 * 1024 * 1024
-    # Task names this worker runs; None lets every name through (Celery then decides).
-    tasks: Collection[str] | None = None
+    # Task names this worker runs, with their configured [hard, soft] time limits;
+    # None lets every name through (Celery then decides).
+    tasks: Mapping[str, Sequence[float | None]] | None = None
     max_eta_seconds: float = 600.0
 
 
@@ -252,8 +253,11 @@ def _headers(
     }
     if headers.get("redelivered") is True:
         clean["redelivered"] = True
-    if headers.get("timelimit") not in (None, [None, None]):
-        notes.append(f"producer time limit {str(headers.get('timelimit'))[:60]} ignored")
+    asked = headers.get("timelimit")
+    own = list(rules.tasks[headers["task"]]) if rules.tasks is not None else None
+    # Celery's own apply_async and retries send the task's configured limits: no news.
+    if own is not None and asked not in (None, [None, None], own):
+        notes.append(f"producer time limit {str(asked)[:60]} ignored")
     expires = _when(headers.get("expires"))
     if expires is not None and expires <= now:
         clean["expired_at"] = expires.isoformat()

@@ -261,7 +261,7 @@ class GateOptions:
             rules=GateRules(
                 limits=limits,
                 max_message_bytes=option["max_message_bytes"],
-                tasks=frozenset(tasks) if tasks is not None else None,
+                tasks=dict(tasks) if tasks is not None else None,
                 max_eta_seconds=option["max_eta_seconds"],
             ),
             keys=Keys(option["prefix"]),

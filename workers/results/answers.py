@@ -29,18 +29,17 @@ import threading
 from typing import Any
 
 from apportion import ENGINE_VERSION
+from apportion.codec import encode
 from apportion.contracts import Envelope, ErrorInfo
 from apportion.limits import Limits, env_name
 from apportion.workers.results.publisher import ResultPublisher
 
 log = logging.getLogger("apportion.answers")
 
-_SERIALIZER = Envelope.__pydantic_serializer__
-
 
 def envelope_json(envelope: Envelope) -> bytes:
     """The envelope as compact JSON, made once for the stream entry and the size bound."""
-    return _SERIALIZER.to_json(envelope)
+    return encode(envelope.as_dict())
 
 
 def fingerprint(job: Any) -> str:
@@ -114,7 +113,7 @@ def settle(
     if done.entry_id:
         published = publisher.published_envelope(envelope.kind, done.entry_id)
         if published is not None:
-            return Envelope.model_validate(published)
+            return Envelope.from_dict(published)
     # The event was trimmed away (older than the stream keeps): the job is the same and
     # engines are deterministic, so this envelope is its answer.
     return envelope

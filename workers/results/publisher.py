@@ -31,7 +31,8 @@ from redis.backoff import NoBackoff
 from redis.connection import ConnectionInterface
 from redis.retry import Retry
 
-from apportion.contracts import Envelope, Kind
+from apportion.codec import encode_text
+from apportion.contracts import Envelope
 from apportion.errors import StoreUnavailable
 from apportion.workers.redis.client import TRANSIENT_ERRORS
 from apportion.workers.redis.keys import Keys
@@ -57,7 +58,7 @@ def event_fields(envelope: Envelope, text: str | bytes | None = None) -> dict[st
         "job_id": envelope.job_id or "",
         "kind": envelope.kind,
         "status": envelope.status,
-        "envelope": envelope.model_dump_json() if text is None else text,
+        "envelope": encode_text(envelope.as_dict()) if text is None else text,
     }
 
 
@@ -98,10 +99,10 @@ class ResultPublisher(Protocol):
     ) -> Publication:
         """Publish unless the job_id has an event; ``text``: the envelope's JSON, if made."""
 
-    def published_envelope(self, kind: Kind, entry_id: str) -> dict[str, Any] | None:
+    def published_envelope(self, kind: str, entry_id: str) -> dict[str, Any] | None:
         """The envelope of the event at ``entry_id`` (None once trimmed away)."""
 
-    def published_entry(self, kind: Kind, job_id: str) -> str | None:
+    def published_entry(self, kind: str, job_id: str) -> str | None:
         """Where the job_id's event is, if it has one."""
 
 
@@ -149,7 +150,7 @@ class StreamPublisher:
     ) -> Publication:
         if not envelope.job_id:
             raise ValueError("an envelope needs a job_id to be published idempotently")
-        kind: Kind = envelope.kind
+        kind = envelope.kind
         args: list[Any] = [
             self._keys.published_marker(kind, envelope.job_id),
             self._keys.results_stream(kind),
@@ -170,7 +171,7 @@ class StreamPublisher:
             raise StoreUnavailable(f"could not publish result of {envelope.job_id}: {exc}") from exc
         return _publication(reply, fingerprint)
 
-    def published_envelope(self, kind: Kind, entry_id: str) -> dict[str, Any] | None:
+    def published_envelope(self, kind: str, entry_id: str) -> dict[str, Any] | None:
         try:
             found: Any = self._client.xrange(self._keys.results_stream(kind), entry_id, entry_id)
         except TRANSIENT_ERRORS as exc:
@@ -180,7 +181,7 @@ class StreamPublisher:
         envelope: dict[str, Any] = json.loads(found[0][1][b"envelope"])
         return envelope
 
-    def published_entry(self, kind: Kind, job_id: str) -> str | None:
+    def published_entry(self, kind: str, job_id: str) -> str | None:
         try:
             value: Any = self._client.get(self._keys.published_marker(kind, job_id))
         except TRANSIENT_ERRORS as exc:
@@ -247,12 +248,14 @@ class MemoryPublisher:
             known = self._seen.get(key)
             if known is not None:
                 return Publication(False, known[1], same_content=known[0] == fingerprint)
+            if isinstance(text, bytes):  # events are shown as JSON (apportion demo --json)
+                text = text.decode("utf-8")
             self.events.append(event_fields(envelope, text))
             entry = f"{len(self.events)}-0"
             self._seen[key] = (fingerprint, entry)
             return Publication(True, entry)
 
-    def published_envelope(self, kind: Kind, entry_id: str) -> dict[str, Any] | None:
+    def published_envelope(self, kind: str, entry_id: str) -> dict[str, Any] | None:
         index = int(entry_id.split("-")[0]) - 1
         with self._lock:
             if 0 <= index < len(self.events):
@@ -260,9 +263,9 @@ class MemoryPublisher:
                 return envelope
         return None
 
-    def published_entry(self, kind: Kind, job_id: str) -> str | None:
+    def published_entry(self, kind: str, job_id: str) -> str | None:
         known = self._seen.get((kind, job_id))
         return known[1] if known else None
 
     def envelopes(self) -> list[Envelope]:
-        return [Envelope.model_validate(json.loads(e["envelope"])) for e in self.events]
+        return [Envelope.from_dict(json.loads(e["envelope"])) for e in self.events]
