@@ -84,6 +84,10 @@ class Settings(EngineSettings):
     # Failure history: how long launch failures are kept (must cover every
     # failure_penalty window_hours; a longer window is clamped to this).
     failure_retention_hours: float = Field(24.0, gt=0, le=24 * 365)
+    # The newest failures kept per account (older ones are dropped first): an account
+    # failing without end cannot grow its set without bound. failure_penalty saturates
+    # long before (it counts failures in a window).
+    failure_history_max_per_account: int = Field(10_000, gt=0)
     # Launcher hook for launch_select, a name from workers/launch/launcher.py LAUNCHERS:
     # "none" (selection only) or "simulated" (demo and benchmarks: each account fails
     # with its rate from simulated_failure_rates). Checked when the worker boots.

@@ -43,8 +43,9 @@ log = logging.getLogger("apportion.engine")
 
 # (accounts, window_hours) -> {account: failures in the window}
 FailureCounts = Callable[[Sequence[str], float], Mapping[str, int]]
-# (event) -> True when the event was recorded now, False when its event_id was known
-RecordOutcome = Callable[[Any], bool]
+# (event) -> True when the event was recorded now, False when its event_id was known, or
+# a string naming why it was not recorded (e.g. "outside_retention")
+RecordOutcome = Callable[[Any], bool | str]
 
 
 @dataclass(frozen=True, slots=True)

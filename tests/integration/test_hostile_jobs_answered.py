@@ -12,6 +12,7 @@ import copy
 import json
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -336,3 +337,95 @@ def test_a_job_with_a_duplicate_key_is_rejected_with_the_keys_path(
     assert envelope["job_id"] == job_id
     assert envelope["error"]["code"] == "duplicate_key"
     assert envelope["error"]["details"][0]["path"] == "hardware.ram"
+
+
+# ---- item 7: the failure history ------------------------------------------------------------
+
+
+def test_the_failure_history_is_capped_per_account_refuses_future_events_and_says_when_too_old(
+    alone: tuple[str, Celery, redis.Redis], tmp_path: Path
+) -> None:
+    url, producer, client = alone
+    w = Worker(
+        env=worker_env(url, APPORTION_FAILURE_HISTORY_MAX_PER_ACCOUNT="5"),
+        logfile=tmp_path / "w.log",
+        app_module=FAULT_APP,
+        queues="events",
+    )
+    now = datetime.now(UTC)
+    account = f"flaky-{uuid.uuid4().hex[:8]}"
+
+    def outcome(n: str, at: datetime) -> dict[str, Any]:
+        return {
+            "event_id": f"{account}-{n}",
+            "account": account,
+            "outcome": "failed",
+            "at": at.isoformat(),
+        }
+
+    w.start()
+    try:
+        sent = [
+            producer.send_task(
+                "apportion.launch_outcome", args=[outcome(str(i), now - timedelta(minutes=i))]
+            )
+            for i in range(12)
+        ]
+        assert all(r.get(timeout=60)["result"]["recorded"] for r in sent)
+        future = producer.send_task(
+            "apportion.launch_outcome", args=[outcome("future", now + timedelta(days=1))]
+        )
+        old = producer.send_task(
+            "apportion.launch_outcome", args=[outcome("old", now - timedelta(hours=25))]
+        )
+        future_envelope = one_truth(client, producer, future.id, "launch_outcome")
+        old_envelope = one_truth(client, producer, old.id, "launch_outcome")
+    finally:
+        w.stop()
+
+    assert client.zcard(KEYS.failure_history(account)) == 5
+    assert future_envelope["error"]["code"] == "in_the_future"
+    assert future_envelope["error"]["details"][0]["path"] == "at"
+    assert old_envelope["result"]["recorded"] is False
+    assert old_envelope["result"]["skipped"] == "outside_retention"
+
+
+# ---- item 8: one expression budget per job ----------------------------------------------
+
+
+def expression_job(accounts: int, modules: int) -> dict[str, Any]:
+    expr = "switch($.id.len() > 3 and $.weight >= 0 and $.cost >= 0 => 1, true => 1)"
+    return {
+        "job_id": f"expr-{uuid.uuid4()}",
+        "providers": [
+            {"uuid": f"h{i}", "account": f"acct-{i}", "inventories": {"VCPU": {"total": 8}}}
+            for i in range(accounts)
+        ],
+        "request": "resources=VCPU:1",
+        "policy": [{"module": "equal"}] + [{"module": "expression", "expression": expr}] * modules,
+    }
+
+
+def test_all_expression_modules_of_a_job_share_one_time_budget_however_many_accounts(
+    alone: tuple[str, Celery, redis.Redis], tmp_path: Path
+) -> None:
+    url, producer, client = alone
+    # Each module alone fits its own limit (1 s + 2 ms per account); six of them did
+    # not fit one job before: the job's time grew with its modules and accounts.
+    w = Worker(
+        env=worker_env(url, APPORTION_LIMITS__YAQL_JOB_SECONDS="1.5"),
+        logfile=tmp_path / "w.log",
+        app_module=FAULT_APP,
+        queues="launch",
+    )
+    w.start()
+    try:
+        sent = producer.send_task("apportion.launch_select", args=[expression_job(300, 6)])
+        envelope = one_truth(client, producer, sent.id, "launch_select")
+    finally:
+        w.stop()
+
+    assert envelope["status"] == "rejected"
+    assert "APPORTION_LIMITS__YAQL_JOB_SECONDS" in envelope["error"]["message"]
+    # Bounded by the one budget (the yaql child is killed at its deadline), not by six.
+    assert envelope["elapsed_ms"] < 1500 + 2500

@@ -30,6 +30,12 @@ class LaunchOutcomeResult(BaseModel):
     at: datetime
     job_id: str | None = None
     recorded: bool | None = Field(
-        description="true: recorded now; false: this event_id was already recorded; "
+        description="true: recorded now; false: not recorded (see `skipped`); "
         "null: no failure-history store (apportion solve)"
+    )
+    skipped: Literal["already_recorded", "outside_retention"] | None = Field(
+        None,
+        description="why `recorded` is false: this event_id was recorded before, or the "
+        "failure is older than the failure history keeps (APPORTION_FAILURE_RETENTION_HOURS), "
+        "so it would never count",
     )
