@@ -192,17 +192,17 @@ local function take(queue, item)
   if type(message) ~= 'table' or message[1] ~= nil then
     return bury(queue, item, 'not_a_message', 'the queue item is JSON but not an object')
   end
+  local headers = message['headers']
+  local task, task_id = '', ''
+  if type(headers) == 'table' then
+    task, task_id = short_string(headers['task']), short_string(headers['id'])
+  end
   local props = message['properties']
   local tag = type(props) == 'table' and props['delivery_tag']
   local info = type(props) == 'table' and props['delivery_info']
   if type(tag) ~= 'string' or #tag == 0 or #tag > 256 or type(info) ~= 'table' then
     return bury(queue, item, 'bad_properties',
-      'properties must hold a delivery_tag string and a delivery_info object')
-  end
-  local headers = message['headers']
-  local task, task_id = '', ''
-  if type(headers) == 'table' then
-    task, task_id = short_string(headers['task']), short_string(headers['id'])
+      'properties must hold a delivery_tag string and a delivery_info object', nil, task, task_id)
   end
   local counter = ARGV[4] .. tag
   local n = redis.call('INCR', counter)
