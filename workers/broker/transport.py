@@ -1,4 +1,4 @@
-"""kombu's Redis transport with four fixes: a worker survives a Redis restart and a
+"""kombu's Redis transport with five fixes: a worker survives a Redis restart and a
 SIGKILL without losing a job, and never idles while jobs wait.
 
 The first two were found by tests/integration/test_faults_redis_restart.py (kombu 5.7,
