@@ -34,7 +34,7 @@ from fractions import Fraction
 from typing import Any
 
 from apportion.errors import Problem, Rejected
-from apportion.limits import Limits
+from apportion.limits import Limits, env_name
 from apportion.partition.schema import SNAP, ParsedSchema, RawSpace, whole_ceil, whole_floor
 from apportion.yaql_eval import evaluate_batch
 
@@ -146,7 +146,8 @@ class _Checker:
             self.fail(
                 path,
                 f"{_magnitude(value)} MiB exceeds the largest supported size of "
-                f"{self.limits.partition_max_size_mib} MiB",
+                f"{self.limits.partition_max_size_mib} MiB "
+                f"(raise {env_name('partition_max_size_mib')})",
             )
             return None
         return float(value) if isinstance(value, float) else value

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from apportion.contracts.launch import LaunchSelectJob, LaunchSelectResult, cyclic_gc_paused
 from apportion.errors import Infeasible, Problem
+from apportion.limits import env_name
 from apportion.placement.candidates import CandidateSet, find_candidates
 
 if TYPE_CHECKING:
@@ -27,8 +28,9 @@ def check_found(candidates: CandidateSet) -> None:
             problems.append(
                 Problem(
                     "request",
-                    "the search stopped after limits.max_candidate_search_steps choices "
-                    "without finding a candidate; narrow the request",
+                    "the search stopped after its budget of choices without finding a "
+                    "candidate; narrow the request (or raise "
+                    f"{env_name('max_candidate_search_steps')})",
                 )
             )
         raise Infeasible(NO_CANDIDATES, problems)

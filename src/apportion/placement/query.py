@@ -27,7 +27,7 @@ from typing import Literal
 from urllib.parse import unquote_plus
 
 from apportion.errors import Rejected
-from apportion.limits import Limits
+from apportion.limits import Limits, env_name
 from apportion.placement.model import MAX_INTEGER, valid_name
 
 PATH = "request"
@@ -234,7 +234,8 @@ def parse_request(text: str, limits: Limits) -> ParsedRequest:
     """Parse and check ``text``; raises :class:`Rejected` at path ``request``."""
     if len(text) > limits.max_request_length:
         raise _reject(
-            f"request of {len(text)} characters exceeds the limit of {limits.max_request_length}"
+            f"request of {len(text)} characters exceeds the limit of {limits.max_request_length} "
+            f"(raise {env_name('max_request_length')})"
         )
     drafts: dict[str, _Draft] = {}
     group_policy: GroupPolicy | None = None
@@ -250,7 +251,7 @@ def parse_request(text: str, limits: Limits) -> ParsedRequest:
                 if len(drafts) >= limits.max_request_groups:
                     raise _reject(
                         f"more than {limits.max_request_groups} request groups "
-                        "(limits.max_request_groups)"
+                        f"(raise {env_name('max_request_groups')})"
                     )
                 drafts[suffix] = _Draft(suffix)
             draft = drafts[suffix]

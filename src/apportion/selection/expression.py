@@ -64,7 +64,8 @@ def check(module: ExpressionModule, path: str, limits: Limits) -> list[Problem]:
             Problem(
                 f"{path}.expression",
                 f"yaql expression of {size} characters exceeds the limit of "
-                f"{limits.yaql_max_expression_length}",
+                f"{limits.yaql_max_expression_length} "
+                f"(raise {env_name('yaql_max_expression_length')})",
             )
         ]
     return []
