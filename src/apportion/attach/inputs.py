@@ -41,7 +41,7 @@ def reject_if(log: ProblemLog) -> None:
 
 
 def _too_many(path: str, count: int, limit: int, what: str) -> Rejected:
-    field = "max_pools" if what == "pools" else f"max_{what}"
+    field = "max_products" if what.endswith("products") else f"max_{what}"
     return Rejected.at(
         path,
         f"{count} {what} exceed the limit of {limit} per job (raise {env_name(field)})",
