@@ -1,7 +1,7 @@
 """The ``apportion`` command.
 
-``solve`` runs the engine in-process; ``submit``, ``worker``, ``events`` and ``demo``
-reach the broker, importing Celery/Redis lazily inside their functions so the
+``solve`` runs the engine in-process; ``submit``, ``worker``, ``events``, ``dead-letters``
+and ``demo`` reach the broker, importing Celery/Redis lazily inside their functions so the
 engine-only commands start fast and the engine package stays free of I/O imports
 at module level (this is the one module allowed to reach the broker).
 

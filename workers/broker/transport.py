@@ -1,5 +1,5 @@
 """kombu's Redis transport with five fixes: a worker survives a Redis restart and a
-SIGKILL without losing a job, and never idles while jobs wait.
+SIGKILL without losing a job, never idles while jobs wait, and no queue item can stop it.
 
 The first two were found by tests/integration/test_faults_redis_restart.py (kombu 5.7,
 a busy worker, ``redis-server`` restarted with SIGTERM), the third by
