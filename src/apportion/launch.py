@@ -30,7 +30,8 @@ from apportion.contracts.launch import (
 )
 from apportion.contracts.policy import PolicyModule
 from apportion.engine import Context
-from apportion.placement import CandidateSet, check_found, find_candidates, result_of
+from apportion.placement import CandidateSet, check_found, find_candidates
+from apportion.placement.bounded import fit, rechosen
 from apportion.selection import Pool, choose, failure_window_hours, parse_policy
 
 
@@ -71,11 +72,18 @@ def pool_of(
 
 def solve(job: LaunchSelectJob, ctx: Context) -> LaunchSelectResult:
     policy = chosen_policy(job, ctx)
+    limit = ctx.limits.max_envelope_bytes
     with cyclic_gc_paused():
         candidates = find_candidates(job, ctx)
+        check_found(candidates)  # raises Infeasible when there is no candidate
         if policy is None:
-            return result_of(candidates)  # raises Infeasible when there is no candidate
-        check_found(candidates)
+            fitted = fit(candidates, limit)
+            return LaunchSelectResult(
+                allocation_requests=fitted.requests,
+                provider_summaries=fitted.provider_summaries,
+                selection=None,
+                extra={**candidates.extra(), **fitted.note},
+            )
         accounts = candidates.accounts
         failures, failure_info = _failures(job, policy, accounts, ctx)
         choice = choose(
@@ -88,11 +96,21 @@ def solve(job: LaunchSelectJob, ctx: Context) -> LaunchSelectResult:
             now=ctx.now,
             limits=ctx.limits,
         )
-        return LaunchSelectResult(
-            allocation_requests=candidates.build(choice.per_account, choice.costs),
-            provider_summaries=candidates.provider_summaries,
+        # The answer stays under the envelope limit (placement/bounded.py): candidates
+        # past it are not built; the policy and the dice saw them all.
+        fitted = fit(
+            candidates,
+            limit,
             selection=choice.selection,
-            extra={**candidates.extra(), **failure_info},
+            per_account=choice.per_account,
+            costs=choice.costs,
+            chosen=choice.selection.chosen,
+        )
+        return LaunchSelectResult(
+            allocation_requests=fitted.requests,
+            provider_summaries=fitted.provider_summaries,
+            selection=rechosen(choice.selection, fitted.chosen),
+            extra={**candidates.extra(), **failure_info, **fitted.note},
         )
 
 
