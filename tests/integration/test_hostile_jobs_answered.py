@@ -410,17 +410,18 @@ def test_all_expression_modules_of_a_job_share_one_time_budget_however_many_acco
     alone: tuple[str, Celery, redis.Redis], tmp_path: Path
 ) -> None:
     url, producer, client = alone
-    # Each module alone fits its own limit (1 s + 2 ms per account); six of them did
-    # not fit one job before: the job's time grew with its modules and accounts.
+    # Each module alone fits its own limit (1 s + 2 ms per account); ten of them are
+    # several times the job's budget on any machine. Before, each module had a budget
+    # of its own: the job's time grew with its modules and accounts.
     w = Worker(
-        env=worker_env(url, APPORTION_LIMITS__YAQL_JOB_SECONDS="1.5"),
+        env=worker_env(url, APPORTION_LIMITS__YAQL_JOB_SECONDS="1"),
         logfile=tmp_path / "w.log",
         app_module=FAULT_APP,
         queues="launch",
     )
     w.start()
     try:
-        sent = producer.send_task("apportion.launch_select", args=[expression_job(300, 6)])
+        sent = producer.send_task("apportion.launch_select", args=[expression_job(600, 10)])
         envelope = one_truth(client, producer, sent.id, "launch_select")
     finally:
         w.stop()
@@ -428,7 +429,7 @@ def test_all_expression_modules_of_a_job_share_one_time_budget_however_many_acco
     assert envelope["status"] == "rejected"
     assert "APPORTION_LIMITS__YAQL_JOB_SECONDS" in envelope["error"]["message"]
     # Bounded by the one budget (the yaql child is killed at its deadline), not by six.
-    assert envelope["elapsed_ms"] < 1500 + 2500
+    assert envelope["elapsed_ms"] < 1000 + 3000
 
 
 # ---- item 2: bounded results ------------------------------------------------------------
@@ -493,8 +494,9 @@ def test_a_job_whose_answer_would_flood_redis_is_truncated_under_the_envelope_li
     chosen = envelope["result"]["selection"]["chosen"]
     assert chosen < extra["returned"]  # the dice's choice is among the candidates returned
     assert len(json.dumps(envelope, separators=(",", ":"))) <= limit
-    # Stored twice (stream, backend), without the job's arguments: a few MB, not hundreds.
-    assert grown < 4 * limit
+    # Stored twice (stream, backend), without the job's arguments, plus the client
+    # buffers that carried it: a few MB. Whole, the answer would be 54 MB, twice.
+    assert grown < 8 * limit
     assert "args" not in meta
     assert "kwargs" not in meta
     assert partition_answer["status"] == "ok"
