@@ -38,7 +38,7 @@ from apportion.attach.inputs import (
     reject_if,
 )
 from apportion.attach.pools import PoolView, currently_available, drop_reason, view_pool
-from apportion.attach.priority import PROFILES
+from apportion.attach.priority import PROFILES, RuleProfile
 from apportion.attach.values import UNLIMITED, ProblemLog
 from apportion.contracts.attach import GuestHostAttachJob, GuestHostAttachResult, Pool
 
@@ -87,6 +87,7 @@ def _host_candidates(
     virt_covered: Sequence[str],
     targets: Sequence[str],
     at: datetime,
+    profile: RuleProfile,
 ) -> tuple[list[PoolView], list[dict[str, str]]]:
     requested = set(job.requested_pools) if job.requested_pools else None
     needs, covered, wanted = set(guest_needs), set(virt_covered), set(targets)
@@ -117,6 +118,7 @@ def _host_candidates(
                 host_uuid=None,
                 attached_pool_ids=host_attached,
                 available=currently_available(view, host),
+                below_multiplier=profile.drops_pools_below_instance_multiplier,
             )
             if reason is not None:
                 drop(view, reason.filter, reason.detail)
@@ -238,6 +240,7 @@ def solve_guest_host_attach(job: GuestHostAttachJob, ctx: Context) -> GuestHostA
         virt_covered,
         targets,
         at,
+        profile,
     )
     host_outcome = run_attach(
         AttachInput(

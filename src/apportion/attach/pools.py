@@ -495,6 +495,7 @@ def drop_reason(
     attached_pool_ids: frozenset[str],
     available: int,
     check_quantity: bool = True,
+    below_multiplier: bool = True,
 ) -> Drop | None:
     """The first validation step or pre-entitlement filter ``view`` fails, if any."""
     if view.start is not None and view.start > at:
@@ -523,7 +524,12 @@ def drop_reason(
     if available <= 0:
         return Drop("quantity", "no quantity available")
     multiplier = view.instance_multiplier
-    if not consumer.is_guest and multiplier is not None and available < multiplier:
+    if (
+        below_multiplier
+        and not consumer.is_guest
+        and multiplier is not None
+        and available < multiplier
+    ):
         return Drop(
             "instance_multiplier",
             f"only {available} available, less than instance_multiplier {multiplier}",
