@@ -122,6 +122,13 @@ def group_entry(
         return entry
     if group.removed_as_extra:
         entry["removed_as_extra_attributes"] = list(group.removed_as_extra)
+    if group.lost_as_extra:
+        entry["lost_as_extra_attributes"] = offer_text(group.lost_as_extra)
+        entry["note"] = (
+            "remove_extra_attrs keeps a smaller set of pools if it covers the consumer and "
+            "the same products; the role and addons are compared on the whole group (as "
+            "rules.js does), so the pools providing them may go"
+        )
     if group.pruned:
         entry["pruned"] = list(group.pruned)
     entry["kept"] = [m.view.id for m in group.members]

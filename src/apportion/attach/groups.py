@@ -135,6 +135,7 @@ class GroupWork:
         "key",
         "members",
         "pruned",
+        "lost_as_extra",
         "removed_as_extra",
         "removed_by_validation",
         "scale",
@@ -165,6 +166,7 @@ class GroupWork:
         self.initial: Sequence[str] = _NONE
         self.removed_by_validation: Sequence[str] = _NONE
         self.removed_as_extra: Sequence[str] = _NONE
+        self.lost_as_extra: Sequence[Offer] = ()
         self.pruned: Sequence[str] = _NONE
         self.sort_ties: list[list[str]] = []
         self.failures: Sequence[str] = _NONE
@@ -294,6 +296,10 @@ class GroupWork:
             chosen = {m.view.id for m in candidates[best]}
             self.removed_as_extra = [m.view.id for m in members if m.view.id not in chosen]
             self.members = list(candidates[best])
+            kept: set[Offer] = set()
+            for m in self.members:
+                kept |= m.protects
+            self.lost_as_extra = sorted({o for m in members for o in m.protects} - kept)
 
     def prune(self) -> None:
         if not self.stackable or len(self.members) < 2:
