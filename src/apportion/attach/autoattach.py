@@ -276,9 +276,9 @@ def solve_auto_attach(job: AutoAttachJob, ctx: Context) -> AutoAttachResult:
             host_uuid=job.host_uuid,
         )
     )
-    return AutoAttachResult(
-        pool_quantities=outcome.pool_quantities,
-        covered_products=list(outcome.covered),
-        uncovered_products=list(outcome.uncovered),
-        explanation=outcome.explanation,
-    )
+    return {
+        "pool_quantities": outcome.pool_quantities,
+        "covered_products": list(outcome.covered),
+        "uncovered_products": list(outcome.uncovered),
+        "explanation": outcome.explanation,
+    }

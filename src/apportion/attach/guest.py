@@ -40,7 +40,7 @@ from apportion.attach.inputs import (
 from apportion.attach.pools import PoolView, currently_available, drop_reason, view_pool
 from apportion.attach.priority import PROFILES, RuleProfile
 from apportion.attach.values import UNLIMITED, ProblemLog
-from apportion.contracts.attach import GuestHostAttachJob, GuestHostAttachResult, Pool
+from apportion.contracts.attach import GuestHostAttachJob, Pool
 
 if TYPE_CHECKING:
     from apportion.engine import Context
@@ -192,7 +192,7 @@ def _derived_pools(outcome: AttachOutcome, host_uuid: str, taken: set[str]) -> l
     return out
 
 
-def solve_guest_host_attach(job: GuestHostAttachJob, ctx: Context) -> GuestHostAttachResult:
+def solve_guest_host_attach(job: GuestHostAttachJob, ctx: Context) -> dict[str, Any]:
     """What the host attaches for its guest, the derived pools, the guest's attach (§2.2)."""
     limits = ctx.limits
     check_limits(
@@ -286,9 +286,10 @@ def solve_guest_host_attach(job: GuestHostAttachJob, ctx: Context) -> GuestHostA
         ],
         "guest": guest_outcome.explanation,
     }
-    return GuestHostAttachResult(
-        host_pool_quantities=host_outcome.pool_quantities,
-        derived_pools=derived,
-        guest_pool_quantities=guest_outcome.pool_quantities,
-        explanation=explanation,
-    )
+    # The shape of GuestHostAttachResult, as JSON data (the derived pools dumped).
+    return {
+        "host_pool_quantities": host_outcome.pool_quantities,
+        "derived_pools": [p.model_dump(mode="json") for p in derived],
+        "guest_pool_quantities": guest_outcome.pool_quantities,
+        "explanation": explanation,
+    }

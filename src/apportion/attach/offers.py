@@ -49,8 +49,8 @@ class PoolOffers:
 
 
 class _Reader:
-    """Each pool's offers, remembering the answers for repeated values (a job's pools
-    share a few role and addon strings and a few product sets)."""
+    """Each pool's offers. A job's pools share a few syspurpose strings and a few offer
+    sets: the answers for those are remembered, so most pools cost a few lookups."""
 
     def __init__(self, needs: Needs, consider_derived: bool, server: bool) -> None:
         self.products = needs.products()
@@ -61,57 +61,41 @@ class _Reader:
         self.consider_derived = consider_derived
         self.server = server
         self.syspurpose = bool(self.roles or self.addons)
-        self._values: dict[tuple[str, str], frozenset[str]] = {}
+        # (roles, addons as read; the product's roles, addons as the server reads them) →
+        # (consumer roles found, consumer addons found, whether the server matches them).
+        self._purpose: dict[
+            tuple[str | None, ...], tuple[frozenset[str], frozenset[str], bool]
+        ] = {}
+        # (products found, roles found, addons found) → (offers, protects).
         self._sets: dict[tuple[frozenset[str], ...], tuple[frozenset[Offer], frozenset[Offer]]] = {}
 
-    def _found(self, raw: str | None, wanted: frozenset[str], kind: str) -> frozenset[str]:
+    def purpose(self, raw: tuple[str | None, ...]) -> tuple[frozenset[str], frozenset[str], bool]:
+        found = self._purpose.get(raw)
+        if found is None:
+            roles = self._found(raw[0], self.roles)
+            addons = self._found(raw[1], self.addons)
+            server = bool(self._found(raw[2], self.roles) or self._found(raw[3], self.addons))
+            found = self._purpose[raw] = (roles, addons, server)
+        return found
+
+    @staticmethod
+    def _found(raw: str | None, wanted: frozenset[str]) -> frozenset[str]:
         if raw is None or raw == "0" or not wanted:
             return _NOTHING
-        found = self._values.get((kind, raw))
-        if found is None:
-            found = self._values[(kind, raw)] = wanted.intersection(split_values_cached(raw))
-        return found
+        return wanted.intersection(split_values_cached(raw))
 
-    def read(
-        self, item: Pool | PoolView
-    ) -> tuple[GroupKey, frozenset[Offer], frozenset[Offer], bool]:
-        """(group key, offers, protects, given by content alone) of one pool."""
-        if isinstance(item, PoolView):
-            key = ("stack", item.stack_id or "") if item.stacked else ("pool", item.id)
-            products = self.products.intersection(item.provided(self.consider_derived))
-            roles_raw, addons_raw = item.purpose[0], item.purpose[1]
-            server_roles = server_addons = None
-            if self.server and self.syspurpose:
-                attrs = item.model.product_attributes
-                server_roles, server_addons = attrs.get("roles"), attrs.get("addons")
-        else:
-            attrs = item.product_attributes
-            stacking = attrs.get("stacking_id")
-            key = ("stack", stacking) if stacking is not None else ("pool", item.id)
-            products = self._products(item)
-            roles_raw = addons_raw = server_roles = server_addons = None
-            if self.syspurpose:
-                roles_raw, addons_raw = _purpose(item, "roles"), _purpose(item, "addons")
-                server_roles, server_addons = attrs.get("roles"), attrs.get("addons")
-        roles = self._found(roles_raw, self.roles, "roles")
-        addons = self._found(addons_raw, self.addons, "addons")
-        offers, protects = self._offer_sets(products, roles, addons)
-        given = bool(products) or bool(
-            self._found(server_roles, self.roles, "roles")
-            or self._found(server_addons, self.addons, "addons")
-        )
-        return key, offers, protects, given
+    def view(self, item: PoolView) -> tuple[GroupKey, frozenset[Offer], frozenset[Offer], bool]:
+        """(group key, offers, protects, given for what it offers) of a pool already read."""
+        key = ("stack", item.stack_id or "") if item.stacked else ("pool", item.id)
+        products = self.products.intersection(item.provided(self.consider_derived))
+        if not self.syspurpose:
+            return (key, *self.offer_sets(products, _NOTHING, _NOTHING), bool(products))
+        attrs = item.model.product_attributes
+        raw = (item.purpose[0], item.purpose[1], attrs.get("roles"), attrs.get("addons"))
+        roles, addons, server = self.purpose(raw)
+        return (key, *self.offer_sets(products, roles, addons), bool(products) or server)
 
-    def _products(self, pool: Pool) -> frozenset[str]:
-        wanted = self.products
-        if self.consider_derived and pool.derived_product_id is not None:
-            return wanted.intersection((pool.derived_product_id, *pool.derived_provided_products))
-        found = wanted.intersection(pool.provided_products)
-        if pool.product_id in wanted:
-            found = found.union((pool.product_id,))
-        return found
-
-    def _offer_sets(
+    def offer_sets(
         self, products: frozenset[str], roles: frozenset[str], addons: frozenset[str]
     ) -> tuple[frozenset[Offer], frozenset[Offer]]:
         if not (products or roles or addons):
@@ -132,14 +116,6 @@ class _Reader:
         return found
 
 
-def _purpose(pool: Pool, name: str) -> str | None:
-    """A syspurpose attribute as written: product attribute first, "0" meaning unset."""
-    raw = pool.product_attributes.get(name)
-    if raw is None or raw == "0":
-        raw = pool.attributes.get(name)
-    return raw
-
-
 def read_offers(
     pools: Sequence[Pool | PoolView],
     needs: Needs,
@@ -150,18 +126,66 @@ def read_offers(
     """Read every pool's offers and decide which pools and groups the rules see."""
     reader = _Reader(needs, consider_derived, server)
     out = PoolOffers()
+    keys, offers_of, protects_of, given_of = out.keys, out.offers, out.protects, out.given
     partial = {("stack", sid) for sid in partial_stacks}
     needing: set[GroupKey] = set()
-    seen: dict[GroupKey, None] = {}
+    wanted, syspurpose = reader.products, reader.syspurpose
+    offer_sets, purpose = reader.offer_sets, reader.purpose
+    single = {p: frozenset((p,)) for p in wanted}
+    # The loop below is _Reader.view() for pools not yet read, inlined: every pool of
+    # the job passes here.
     for item in pools:
-        key, offers, protects, given = reader.read(item)
-        out.keys.append(key)
-        out.offers.append(offers)
-        out.protects.append(protects)
-        out.given.append(given or key in partial)
-        seen[key] = None
+        if isinstance(item, PoolView):
+            key, offers, protects, given = reader.view(item)
+        else:
+            attrs = item.product_attributes
+            stacking = attrs.get("stacking_id")
+            key = ("stack", stacking) if stacking is not None else ("pool", item.id)
+            if consider_derived and item.derived_product_id is not None:
+                products = wanted.intersection(
+                    (item.derived_product_id, *item.derived_provided_products)
+                )
+            elif wanted.isdisjoint(item.provided_products):
+                products = single.get(item.product_id, _NOTHING)
+            else:
+                products = wanted.intersection(item.provided_products)
+                if item.product_id in wanted:
+                    products = products.union((item.product_id,))
+            if syspurpose:
+                roles, addons = attrs.get("roles"), attrs.get("addons")
+                own = item.attributes
+                raw = (
+                    roles if roles is not None and roles != "0" else own.get("roles"),
+                    addons if addons is not None and addons != "0" else own.get("addons"),
+                    roles,
+                    addons,
+                )
+                found_roles, found_addons, matched = purpose(raw)
+                offers, protects = offer_sets(products, found_roles, found_addons)
+                given = bool(products) or matched
+            elif products:
+                offers, protects = offer_sets(products, _NOTHING, _NOTHING)
+                given = True
+            else:
+                offers = protects = _NO_OFFERS
+                given = False
+        keys.append(key)
+        offers_of.append(offers)
+        protects_of.append(protects)
+        given_of.append(given or key in partial)
         if offers and (given or not server):
             needing.add(key)
+    return _decide(out, pools, needing, partial, server)
+
+
+def _decide(
+    out: PoolOffers,
+    pools: Sequence[Pool | PoolView],
+    needing: set[GroupKey],
+    partial: set[GroupKey],
+    server: bool,
+) -> PoolOffers:
+    seen = dict.fromkeys(out.keys)
     out.considered = needing | (partial & seen.keys())
     out.not_needed = [key for key in seen if key not in out.considered]
     if not server:
@@ -169,9 +193,5 @@ def read_offers(
         return out
     for position, key in enumerate(out.keys):
         if key in out.considered and not out.given[position] and key[0] == "stack":
-            out.left_out.setdefault(key, []).append(_pool_id(pools[position]))
+            out.left_out.setdefault(key, []).append(pools[position].id)
     return out
-
-
-def _pool_id(item: Pool | PoolView) -> str:
-    return item.id

@@ -55,6 +55,7 @@ SKIPPED_VIRT_ONLY = (
     "virt_only_pools (the runner-up, met later, was skipped: it has fewer virt_only pools "
     "than the running best, which had won on virt_only_pools)"
 )
+PARTIAL_STACK = "partial stack: the rules complete partial stacks before choosing any other group"
 # Above this many (candidates × things still needed) the rounds use the segment trees;
 # below it, rescanning is cheaper than building them. Both give the same picks.
 SCAN_LIMIT = 60_000
@@ -274,7 +275,7 @@ def _partial_stack_picks(
         for found in by_stack.get(stack_id, ()):
             if found.key not in chosen:
                 new = tuple(sorted(found.offers() & needed))
-                picks.append(Pick(found, "completes a partial stack", new))
+                picks.append(Pick(found, "completes a partial stack", new, PARTIAL_STACK))
                 chosen.add(found.key)
                 needed -= found.offers()
     return picks

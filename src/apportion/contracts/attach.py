@@ -11,8 +11,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BeforeValidator, Field, ValidationError
 from pydantic_core import InitErrorDetails
+from typing_extensions import TypedDict
 
 from apportion.contracts.base import JobBase, WireModel, alias
 
@@ -266,20 +267,17 @@ class GuestHostAttachJob(JobBase):
 
 
 # ---- results ------------------------------------------------------------------------
+# Plain data: the engines build these dicts and the envelope writes them as they are.
 
 
-class _Out(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-
-class AutoAttachResult(_Out):
+class AutoAttachResult(TypedDict):
     pool_quantities: dict[str, int]
     covered_products: list[str]
     uncovered_products: list[str]
     explanation: dict[str, Any]
 
 
-class GuestHostAttachResult(_Out):
+class GuestHostAttachResult(TypedDict):
     host_pool_quantities: dict[str, int]
     derived_pools: list[Pool]
     guest_pool_quantities: dict[str, int]
