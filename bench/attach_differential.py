@@ -104,7 +104,7 @@ def _consumer(rng: random.Random) -> dict[str, Any]:
             guests.append({"guest_id": f"g{i}", "attributes": attrs})
     out: dict[str, Any] = {
         "uuid": "consumer-1",
-        "type": "system",
+        "type": "hypervisor" if not guest and rng.random() < 0.05 else "system",
         "facts": facts,
         "installed_products": installed,
         "addons": rng.sample(ADDONS, rng.choice([0, 0, 1, 2])),
@@ -153,6 +153,16 @@ def _pool(rng: random.Random, index: int, guest: bool) -> dict[str, Any]:
         attrs["requires_host"] = HOST if rng.random() < 0.8 else "other-host"
     if rng.random() < 0.04:
         attrs["physical_only"] = "true"
+    # Rarer readings: a value of "0" (unset), a pool attribute over the product's, a
+    # role or addon on the pool rather than its product, a pool reserved for a consumer.
+    if rng.random() < 0.04:
+        pattrs[rng.choice(["sockets", "cores", "vcpu", "instance_multiplier"])] = "0"
+    if rng.random() < 0.05:
+        attrs[rng.choice(["sockets", "cores", "ram"])] = rng.choice(["2", "8"])
+    if rng.random() < 0.04:
+        attrs[rng.choice(["roles", "addons"])] = rng.choice(["RHEL Server", "ELS"])
+    if rng.random() < 0.03:
+        attrs["requires_consumer"] = rng.choice(["consumer-1", "someone-else"])
     r = rng.random()
     if r < 0.06:
         quantity, consumed = -1, 0

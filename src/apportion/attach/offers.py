@@ -68,6 +68,9 @@ class _Reader:
         ] = {}
         # (products found, roles found, addons found) → (offers, protects).
         self._sets: dict[tuple[frozenset[str], ...], tuple[frozenset[Offer], frozenset[Offer]]] = {}
+        # Lookups that skip a method call when the answer is known (every pool asks).
+        self.known_purpose = self._purpose.get
+        self.known_sets = self._sets.get
 
     def purpose(self, raw: tuple[str | None, ...]) -> tuple[frozenset[str], frozenset[str], bool]:
         found = self._purpose.get(raw)
@@ -98,11 +101,11 @@ class _Reader:
     def offer_sets(
         self, products: frozenset[str], roles: frozenset[str], addons: frozenset[str]
     ) -> tuple[frozenset[Offer], frozenset[Offer]]:
-        if not (products or roles or addons):
-            return _NO_OFFERS, _NO_OFFERS
         signature = (products, roles, addons)
         found = self._sets.get(signature)
-        if found is None:
+        if found is None and not (products or roles or addons):
+            found = self._sets[signature] = (_NO_OFFERS, _NO_OFFERS)
+        elif found is None:
             common = [("product", p) for p in products]
             protects = frozenset(
                 common + [("role", r) for r in roles] + [("addon", a) for a in addons]
@@ -131,6 +134,7 @@ def read_offers(
     needing: set[GroupKey] = set()
     wanted, syspurpose = reader.products, reader.syspurpose
     offer_sets, purpose = reader.offer_sets, reader.purpose
+    known_sets, known_purpose = reader.known_sets, reader.known_purpose
     single = {p: frozenset((p,)) for p in wanted}
     # The loop below is _Reader.view() for pools not yet read, inlined: every pool of
     # the job passes here.
@@ -160,11 +164,13 @@ def read_offers(
                     roles,
                     addons,
                 )
-                found_roles, found_addons, matched = purpose(raw)
-                offers, protects = offer_sets(products, found_roles, found_addons)
+                found_roles, found_addons, matched = known_purpose(raw) or purpose(raw)
+                signature = (products, found_roles, found_addons)
+                offers, protects = known_sets(signature) or offer_sets(*signature)
                 given = bool(products) or matched
             elif products:
-                offers, protects = offer_sets(products, _NOTHING, _NOTHING)
+                signature = (products, _NOTHING, _NOTHING)
+                offers, protects = known_sets(signature) or offer_sets(*signature)
                 given = True
             else:
                 offers = protects = _NO_OFFERS
