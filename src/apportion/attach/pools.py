@@ -80,6 +80,9 @@ class PoolView(NamedTuple):
     sizes: Mapping[str, int]
     instance_multiplier: int | None
     instance_multiplier_pool_first: int | None
+    # A guest reads a pool's vcpu as its cores when it sets no vcpu, and rules.js takes
+    # those cores pool attribute first (createPool's getAttribute), unlike the sizes.
+    cores_pool_first: int | None
     # The syspurpose attributes as written (comma lists; None when unset). They are split
     # on demand (see the properties below): scoring reads the raw strings, which recur.
     purpose: tuple[str | None, str | None, str | None, str | None, str | None]
@@ -136,14 +139,14 @@ class PoolView(NamedTuple):
         """A sizing attribute; for guests a pool with ``cores`` and no ``vcpu`` has vcpu = cores."""
         value = self.sizes.get(attribute)
         if value is None and guest and attribute == "vcpu":
-            return self.sizes.get("cores")
+            return self.cores_pool_first
         return value
 
     def sizes_for(self, guest: bool) -> Mapping[str, int]:
         """The sizing attributes as a consumer reads them (vcpu from cores for guests)."""
         sizes = self.sizes
-        if guest and "vcpu" not in sizes and "cores" in sizes:
-            return {**sizes, "vcpu": sizes["cores"]}
+        if guest and "vcpu" not in sizes and self.cores_pool_first is not None:
+            return {**sizes, "vcpu": self.cores_pool_first}
         return sizes
 
 
@@ -295,6 +298,7 @@ def view_pool(pool: Pool, index: int) -> PoolView:
     rare = not _RARE.isdisjoint(pool_first)
     limit = get_prod("virt_limit") if rare else None
     im_prod, im_pool = get_prod("instance_multiplier"), pool_first.get("instance_multiplier")
+    cores = pool_first.get("cores")
     start, end = pool.start_date, pool.end_date
     return _new_view(
         PoolView,
@@ -317,6 +321,7 @@ def view_pool(pool: Pool, index: int) -> PoolView:
             sizes,
             None if im_prod is None else int(im_prod),
             None if im_pool is None else int(im_pool),
+            None if cores is None else int(cores),
             (
                 get_prod("roles"),
                 get_prod("addons"),

@@ -336,3 +336,26 @@ def test_pruning_keeps_the_pools_carrying_the_consumers_role_even_once_provided(
     assert result["pool_quantities"] == {"role-pool": 1}
     assert _group(prune_role_job(), "stack:s")["pruned"] == ["plain"]
     assert attach(prune_role_job("seed"))["pool_quantities"] == {"plain": 1}
+
+
+def guest_vcpu_job(rules: str = "candlepin-5.42") -> dict[str, Any]:
+    pools = [
+        pool("b", pattrs={"cores": "2"}),
+        pool("a", attrs={"cores": "8"}, pattrs={"cores": "2"}),
+    ]
+    return job(consumer(guest=True, sockets="2", cores="1"), pools, [PRODUCT], rules=rules)
+
+
+def test_a_guest_reads_the_vcpu_of_a_pool_without_one_from_its_cores_pool_attribute_first() -> None:
+    """A guest with 2 sockets × 1 core: 2 vCPUs. Pools "b" (product cores 2) and "a"
+    (product cores 2, pool attribute cores 8), neither with vcpu.
+
+    rules.js (createPool) gives a guest's pool without vcpu a vcpu of
+    ``getAttribute("cores")``, the pool attribute first: b has vcpu 2, a vcpu 8. Both
+    cover. b's vcpu scores (10 − 0 − 0)·2 = 20, a's (10 − (8 − 2) − 0)·2 = 8, so
+    b = 6237.5 > a = 6225.5. Scan a, b: b wins on its average: {b: 1}, in every profile.
+    """
+    for rules in ("candlepin-5.42", "seed"):
+        payload = guest_vcpu_job(rules)
+        assert attach(payload)["pool_quantities"] == {"b": 1}
+        assert _picks(payload)[0]["decided_by"] == "average_priority"
