@@ -45,6 +45,26 @@ function call(expression, context) {
     return vm.runInContext(expression, sandbox, { timeout: TIMEOUT_MS });
 }
 
+// ORACLE_REPEAT=N: also time select_pools N times, warm, and report the median (ms);
+// the JSON parse of the context is inside the timing, as in Candlepin's JsRunner.
+const REPEAT = parseInt(process.env.ORACLE_REPEAT || "0", 10);
+
+function timeSelectPools(context) {
+    const text = JSON.stringify(context);
+    const times = [];
+    for (let i = 0; i < REPEAT + 5; i++) {
+        sandbox.json_context = text;
+        const started = process.hrtime.bigint();
+        vm.runInContext("autobind_name_space().select_pools()", sandbox, { timeout: TIMEOUT_MS });
+        const ms = Number(process.hrtime.bigint() - started) / 1e6;
+        if (i >= 5) {
+            times.push(ms);
+        }
+    }
+    times.sort((a, b) => a - b);
+    return times[Math.floor(times.length / 2)];
+}
+
 function complianceOf(request) {
     const text = call("compliance_name_space().get_status()", {
         consumer: request.consumer,
@@ -150,8 +170,9 @@ function answer(request) {
         }
     }
     let chosen = {};
+    let timing;
     if (candidates.length > 0) {
-        chosen = JSON.parse(call("autobind_name_space().select_pools()", {
+        const context = {
             consumer: consumer,
             owner: { defaultServiceLevel: null },
             serviceLevelOverride: null,
@@ -161,10 +182,15 @@ function answer(request) {
             exemptList: [],
             considerDerived: !!request.considerDerived,
             guestIds: consumer.guestIds || [],
-        }));
+        };
+        chosen = JSON.parse(call("autobind_name_space().select_pools()", context));
+        if (REPEAT > 0) {
+            timing = timeSelectPools(context);
+        }
     }
     return {
         pools: chosen,
+        select_pools_ms: timing,
         candidates: candidates.map((p) => p.id),
         compliance: {
             compliant: Object.keys(compliance.compliantProducts),
