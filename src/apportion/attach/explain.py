@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from apportion.attach.groups import GroupWork, Member
 from apportion.attach.needs import Needs, Offer
 from apportion.attach.offers import GroupKey, PoolOffers
+from apportion.attach.pools import PoolView
 from apportion.attach.select import Pick
 
 if TYPE_CHECKING:
@@ -30,8 +31,9 @@ SELECTION_RULES = {
 }
 _TIE = (
     "equal priority and end date: Candlepin's sort is unstable and may order them either "
-    "way, so either pool is a right answer; this one keeps the input order"
+    "way; this answer keeps the input order"
 )
+_IDENTICAL = "; they are identical but for their ids, so either is a right answer"
 
 
 def offer_text(offers: Iterable[Offer]) -> list[str]:
@@ -190,7 +192,21 @@ def _below_multiplier_notes(group: GroupWork, pick: Pick) -> list[str]:
 
 
 def _tie_notes(group: GroupWork) -> list[str]:
-    return [f"pools {', '.join(ids)}: {_TIE}" for ids in group.sort_ties]
+    kept = {m.view.id for m in group.members}
+    notes = []
+    for views in group.sort_ties:
+        ids = [v.id for v in views]
+        if kept.isdisjoint(ids):
+            continue  # all pruned: their order changed nothing kept
+        note = f"pools {', '.join(ids)}: {_TIE}"
+        notes.append(note + _IDENTICAL if _identical(views) else note)
+    return notes
+
+
+def _identical(views: Sequence[PoolView]) -> bool:
+    """Whether the pools differ only in their ids."""
+    dumps = [v.model.model_dump(exclude={"id"}) for v in views]
+    return all(d == dumps[0] for d in dumps[1:])
 
 
 def _nothing(run: RunRecord) -> list[str]:

@@ -108,16 +108,16 @@ def _compare(scale: int, a: Member, b: Member) -> int:
     return (diff > 0) - (diff < 0)
 
 
-def _ties(ordered: Sequence[Member], scale: int) -> list[list[str]]:
+def _ties(ordered: Sequence[Member], scale: int) -> list[list[PoolView]]:
     """Runs of pools the prune sort finds equal, which Candlepin's unstable sort may
     order either way (the explanation names them)."""
-    runs: list[list[str]] = []
+    runs: list[list[PoolView]] = []
     for previous, m in pairwise(ordered):
         if _compare(scale, previous, m) == 0:
-            if runs and runs[-1][-1] == previous.view.id:
-                runs[-1].append(m.view.id)
+            if runs and runs[-1][-1] is previous.view:
+                runs[-1].append(m.view)
             else:
-                runs.append([previous.view.id, m.view.id])
+                runs.append([previous.view, m.view])
     return runs
 
 
@@ -168,7 +168,7 @@ class GroupWork:
         self.removed_as_extra: Sequence[str] = _NONE
         self.lost_as_extra: Sequence[Offer] = ()
         self.pruned: Sequence[str] = _NONE
-        self.sort_ties: list[list[str]] = []
+        self.sort_ties: list[list[PoolView]] = []
         self.failures: Sequence[str] = _NONE
         self.status = "considered"
         self._offers: frozenset[Offer] | None = None

@@ -204,7 +204,11 @@ def test_identical_pools_in_one_stack_tie_and_the_explanation_names_the_tie() ->
     result = attach(payload)
     assert result["pool_quantities"] in ({"first": 1}, {"second": 1})
     notes = result["explanation"]["picks"][0]["notes"]
-    assert any(n.startswith("pools first, second: equal priority and end date") for n in notes)
+    assert any(
+        n.startswith("pools first, second: equal priority and end date")
+        and n.endswith("identical but for their ids, so either is a right answer")
+        for n in notes
+    )
     again = attach(identical_pools_job())
     assert json.dumps(again, sort_keys=False) == json.dumps(result)
 
