@@ -16,19 +16,6 @@ from apportion.attach.select import Pick
 if TYPE_CHECKING:
     from apportion.attach.autoattach import AttachInput
 
-SELECTION_RULES = {
-    True: (
-        "best group: most still-needed products covered, then more host-specific pools, "
-        "higher average priority, more virt_only pools, smaller total quantity, unstacked "
-        "over stacked, provides a needed role or addon"
-    ),
-    False: (
-        "best group (rules.js find_best_ent_group): the number of products covered is not "
-        "compared; every group covering something still needed competes on more "
-        "host-specific pools, higher average priority, more virt_only pools, smaller total "
-        "quantity, then unstacked over stacked or provides a needed role or addon"
-    ),
-}
 _TIE = (
     "equal priority and end date: Candlepin's sort is unstable and may order them either "
     "way; this answer keeps the input order"
@@ -97,7 +84,6 @@ def explain_attach(inp: AttachInput, run: RunRecord) -> dict[str, Any]:
             group_entry(g, provides, g.key in chosen, left_out.get(("stack", g.stack_id or "")))
             for g in reversed(run.groups)
         ],
-        "selection": SELECTION_RULES[inp.profile.most_products_first],
         "picks": [pick_entry(i + 1, p) for i, p in enumerate(run.picks)],
     }
 

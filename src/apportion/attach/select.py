@@ -44,8 +44,7 @@ RULES = (
     "total_quantity",
     "unstacked",
     "provides_role_or_addon",
-    "input order (on an exact tie the group met first in the scan, the later one in the "
-    "input, stays)",
+    "input order (on an exact tie the later pool wins)",
 )
 SKIPPED_HOST_SPECIFIC = (
     "host_specific_pools (the runner-up, met later, was skipped: it has fewer host-specific "

@@ -92,7 +92,7 @@ def test_best_group_selection_never_compares_how_many_products_a_group_covers() 
     picks = _picks(payload)
     assert [p["group"] for p in picks] == ["pool:wide", "pool:two"]
     assert picks[0]["decided_by"] == "average_priority"
-    assert "not compared" in attach(payload)["explanation"]["selection"]
+    assert "products_covered" not in picks[0]["criteria"]
     seed = products_not_compared_job("seed")
     assert attach(seed)["pool_quantities"] == {"two": 1}
     assert _picks(seed)[0]["decided_by"] == "products_covered"
