@@ -1,13 +1,14 @@
 """auto_attach: the seed's algorithm, step by step, with the reference's semantics.
 
-1. validate pools (dates, arch, virt_only, quantity) and apply the pre-entitlement
-   filters of seed footnote [2];
-2. take the attached entitlements from the compliance status (given, or computed
-   from the job's entitlements);
-3. the products still to cover, and the role/addons not yet provided;
-4. build entitlement groups, visit them in reverse input order: validate, keep those
-   providing something still needed, remove extra attributes, prune;
-5. select the best groups (partial stacks first) and their quantities.
+1. what the consumer needs: the products still to cover, the role and addons not yet
+   provided (:mod:`.needs`);
+2. which pools the rules are given and what each offers (:mod:`.offers`); those given
+   are validated (dates, arch, virt_only, quantity) and pass the pre-entitlement filters
+   of seed footnote [2], then are read, scored and grouped;
+3. groups visited in reverse input order: validate, keep those providing something still
+   needed (or completing a partial stack), remove extra attributes, prune
+   (:mod:`.groups`);
+4. the best groups, partial stacks first (:mod:`.select`), and their quantities.
 
 :func:`run_attach` is shared with guest_host_attach (the host's attach reads derived
 products; the guest's sees the host-derived pools).
@@ -247,7 +248,7 @@ def _covers(group: GroupWork, chosen: dict[str, int]) -> bool:
 
 
 def solve_auto_attach(job: AutoAttachJob, ctx: Context) -> AutoAttachResult:
-    """Which pools, and how many of each, to attach to the job's consumer (SPEC.md §2.1)."""
+    """Which pools, and how many of each, to attach to the job's consumer."""
     limits = ctx.limits
     check_limits(
         limits,
