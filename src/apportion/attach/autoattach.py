@@ -175,7 +175,7 @@ def _member(
     )
 
 
-def _work(groups: Sequence[GroupWork], needs: Needs, partial: set[str]) -> list[GroupWork]:
+def _work(groups: Sequence[GroupWork], partial: set[str]) -> list[GroupWork]:
     """Steps 4–6 on every group, visited in reverse input order; the usable ones."""
     usable: list[GroupWork] = []
     for group in reversed(groups):
@@ -203,7 +203,7 @@ def run_attach(inp: AttachInput) -> AttachOutcome:
     )
     members, dropped, still = _members(inp, offers, scorer, ctx)
     groups = build_groups(members, ctx, _attached(ctx, inp.compliance), scorer.scale)
-    usable = _work(groups, needs, set(partial))
+    usable = _work(groups, set(partial))
     still_needed = set(needs.needed)
     picks = select(usable, still_needed, partial, inp.profile.most_products_first)
     quantities, covered = _quantities(picks)
