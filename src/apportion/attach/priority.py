@@ -47,9 +47,10 @@ class RuleProfile:
     mismatch_factor: Fraction
     score_all_sizes: bool
     # candlepin-* profiles give rules.js's answers; the seed profile reads the seed's
-    # prose where it and rules.js differ (the reference's steps 1 and 7), and keeps this
-    # project's earlier readings where the seed is silent. Each difference is a property
-    # below.
+    # prose where it and rules.js differ (the reference's steps 1 and 7) and, where the
+    # seed is silent about the server's part, a simpler reading of its own (needs.py,
+    # offers.py), so that seed answers stay stable for its users. Each difference is a
+    # property below.
     follows_rules_js: bool = True
 
     @property
@@ -68,7 +69,8 @@ class RuleProfile:
     def reads_like_the_server(self) -> bool:
         """rules.js and its server: only the compliance maps' entitlements satisfy a role
         or addon (needs.py), the server offers the rules only the pools that match
-        (offers.py), pruning keeps the consumer's role and addons (groups.py)."""
+        (offers.py), pruning keeps the consumer's role and addons (offers.py's
+        ``protects``)."""
         return self.follows_rules_js
 
     def sizing_attributes(self, consumer: ConsumerProfile) -> tuple[str, ...]:
