@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from apportion.contracts.attach import (
     AutoAttachJob,
@@ -30,7 +30,8 @@ JOB_MODELS: dict[Kind, type[JobBase]] = {
     "launch_outcome": LaunchOutcomeJob,
 }
 
-RESULT_MODELS: dict[Kind, type[BaseModel]] = {
+# A result is a pydantic model or a TypedDict (plain data the engine builds itself).
+RESULT_MODELS: dict[Kind, type[BaseModel] | type[Any]] = {
     "auto_attach": AutoAttachResult,
     "guest_host_attach": GuestHostAttachResult,
     "launch_select": LaunchSelectResult,
@@ -47,7 +48,7 @@ def job_schema(kind: Kind) -> dict[str, Any]:
 def result_schema(kind: Kind) -> dict[str, Any]:
     """JSON Schema of the envelope for ``kind``, with ``result`` typed for that kind."""
     schema = Envelope.model_json_schema(mode="serialization")
-    result = RESULT_MODELS[kind].model_json_schema(mode="serialization")
+    result = TypeAdapter(RESULT_MODELS[kind]).json_schema(mode="serialization")
     defs = schema.setdefault("$defs", {})
     defs.update(result.pop("$defs", {}))
     defs[RESULT_MODELS[kind].__name__] = result
