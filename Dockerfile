@@ -9,4 +9,4 @@ RUN pip install --no-cache-dir '.[flower]'
 # Run as an unprivileged user: a worker never needs root.
 RUN useradd --create-home apportion
 USER apportion
-CMD ["celery", "-A", "workers.app", "worker", "-Q", "attach,launch,partition,events"]
+CMD ["celery", "-A", "apportion.workers.app", "worker", "-Q", "attach,launch,partition,events"]

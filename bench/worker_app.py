@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from config.settings import get_settings
-from workers.app import create_app
+from apportion.config.settings import get_settings
+from apportion.workers.app import create_app
 
 app = create_app()
 # The partition task's time limits: every production task has a soft and a hard limit,

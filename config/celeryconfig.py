@@ -9,7 +9,7 @@ from typing import Any
 
 from kombu import Exchange, Queue
 
-from config.settings import QUEUES, Settings
+from apportion.config.settings import QUEUES, Settings
 
 # Task name → queue. Producers in any language send by these names (SPEC.md §2).
 TASK_QUEUES: dict[str, str] = {
@@ -48,8 +48,8 @@ PRODUCER_RETRY_POLICY: dict[str, float] = {
 }
 
 # kombu's Redis transport with a fix for a worker that stops consuming after a Redis
-# restart (workers/transport.py). Sentinel URLs keep kombu's own transport.
-FIXED_REDIS_TRANSPORT = "workers.transport:Transport"
+# restart (workers/broker/transport.py). Sentinel URLs keep kombu's own transport.
+FIXED_REDIS_TRANSPORT = "apportion.workers.broker.transport:Transport"
 
 
 def broker_transport(url: str) -> str | None:

@@ -9,11 +9,11 @@ from typing import Any
 
 import yaml
 
+from apportion.config.settings import Settings
 from apportion.engine import Context
 from apportion.errors import Rejected
 from apportion.limits import DEFAULT_LIMITS
 from apportion.selection.policy import check_policy, parse_policy
-from config.settings import Settings
 
 DEFAULT_POLICY_FILE = Path(__file__).with_name("default_policy.yaml")
 

@@ -5,6 +5,6 @@ a producer sending ``apportion.auto_attach`` to a worker without that engine get
 Celery's "unregistered task" refusal, not a pretend answer.
 """
 
-from tasks.jobs import register
+from apportion.tasks.jobs import register
 
 __all__ = ["register"]

@@ -9,12 +9,12 @@ from celery import Celery, Task
 from celery.exceptions import Reject, SoftTimeLimitExceeded
 
 from apportion import ENGINE_VERSION
+from apportion.config.celeryconfig import TASK_QUEUES
 from apportion.contracts import Envelope, ErrorDetail, ErrorInfo, Kind
 from apportion.engine import available_kinds, run
 from apportion.errors import InfrastructureError
-from config.celeryconfig import TASK_QUEUES
-from workers.launcher import launch_with_retries
-from workers.runtime import Runtime, get_runtime, utcnow
+from apportion.workers.launch.launcher import launch_with_retries
+from apportion.workers.runtime import Runtime, get_runtime, utcnow
 
 log = logging.getLogger("apportion.tasks")
 

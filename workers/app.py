@@ -1,4 +1,4 @@
-"""The Celery application: ``celery -A workers.app worker -Q attach,launch,partition,events``."""
+"""The Celery application: ``celery -A apportion.workers.app worker -Q QUEUES``."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_init
 
-from config.celeryconfig import celery_config
-from config.settings import Settings, get_settings
+from apportion.config.celeryconfig import celery_config
+from apportion.config.settings import Settings, get_settings
 
 
 def create_app(
@@ -21,7 +21,7 @@ def create_app(
     ``memory://``); everything else — serializers, acks, limits, routes — is the
     production configuration.
     """
-    from tasks import register
+    from apportion.tasks import register
 
     settings = settings or get_settings()
     celery = Celery("apportion", set_as_current=False)
@@ -45,9 +45,9 @@ def warm_up(settings: Settings) -> None:
     in the worker's main process before the pool forks, the children inherit it all,
     and a broken default policy stops the worker at boot instead of failing jobs.
     """
+    from apportion.config.policy import load_default_policy
     from apportion.engine import available_kinds, solver_for
     from apportion.yaql_eval import warm_up as warm_up_yaql
-    from config.policy import load_default_policy
 
     for kind in available_kinds():
         solver_for(kind)

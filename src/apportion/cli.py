@@ -55,7 +55,7 @@ def _print_json(data: Any) -> None:
 
 
 def _settings() -> Any:
-    from config.settings import get_settings
+    from apportion.config.settings import get_settings
 
     try:
         return get_settings()
@@ -93,8 +93,8 @@ def _check_kind(kind: str, *, need_engine: bool = True) -> None:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
+    from apportion.config.policy import engine_context
     from apportion.engine import run
-    from config.policy import engine_context
 
     _check_kind(args.kind)
     text = _read_input(args.file)
@@ -125,7 +125,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         _print_json(bad.model_dump(mode="json"))
         return EXIT_REJECTED
 
-    from workers.app import app
+    from apportion.workers.app import app
 
     name = f"apportion.{args.kind}"
     try:
@@ -169,7 +169,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from workers.app import app
+    from apportion.workers.app import app
 
     argv = ["worker", "-Q", args.queues, "--loglevel", args.loglevel, *args.celery_args]
     app.worker_main(argv)
@@ -177,7 +177,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_events(args: argparse.Namespace) -> int:
-    from workers.events_cli import follow
+    from apportion.workers.results.events_cli import follow
 
     return follow(
         kinds=args.kind or list(KINDS),
@@ -191,7 +191,7 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from workers.demo import run_demo
+    from apportion.workers.demo.runner import run_demo
 
     return run_demo(as_json=args.json)
 
@@ -199,9 +199,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_explain(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from apportion.config.policy import engine_context
     from apportion.engine import parse_json_text, run
     from apportion.explain import PlotUnavailable, explain
-    from config.policy import engine_context
 
     text = _read_input(args.file)
     try:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from config.settings import QUEUES
+from apportion.config.settings import QUEUES
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from config.celeryconfig import TASK_QUEUES, celery_config
-from config.settings import Settings
-from workers.keys import Keys
+from apportion.config.celeryconfig import TASK_QUEUES, celery_config
+from apportion.config.settings import Settings
+from apportion.workers.redis.keys import Keys
 
 
 def test_every_key_apportion_writes_is_under_its_prefix() -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from celery.utils.saferepr import saferepr
 
+from apportion.config.settings import Settings
 from apportion.engine import Context, run
-from config.settings import Settings
-from workers.app import create_app
+from apportion.workers.app import create_app
 
 SMALL = {
     "job_id": "6f1c2a9e-4b7d-4c1e-9a53-2f0e8d7b1c44",

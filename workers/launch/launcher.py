@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from apportion.config.settings import Settings
 from apportion.contracts import Envelope, ErrorDetail
 from apportion.contracts.events import LaunchOutcomeJob
-from config.settings import Settings
-from workers.failure_store import FailureHistory
+from apportion.workers.history.failure_store import FailureHistory
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,8 +22,8 @@ from redis.retry import Retry
 
 from apportion.contracts import Envelope, Kind
 from apportion.errors import StoreUnavailable
-from workers.keys import Keys
-from workers.redis_client import TRANSIENT_ERRORS
+from apportion.workers.redis.client import TRANSIENT_ERRORS
+from apportion.workers.redis.keys import Keys
 
 _PUBLISH_ONCE = """
 if redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
@@ -66,7 +66,7 @@ class StreamPublisher:
 
     def __init__(self, client: redis.Redis, keys: Keys, *, maxlen: int, dedup_ttl: int) -> None:
         self._pool = client.connection_pool
-        # The client's own retry policy (workers/redis_client.py), none if it has none.
+        # The client's own retry policy (workers/redis/client.py), none if it has none.
         self._retry = client.get_retry() or Retry(NoBackoff(), 0)
         self._keys = keys
         self._maxlen = maxlen

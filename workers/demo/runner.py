@@ -17,21 +17,21 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from apportion.config.settings import get_settings
 from apportion.engine import available_kinds
 from apportion.explain import partition_table, selection_table
-from config.settings import get_settings
-from workers.demo_jobs import (
+from apportion.workers.demo.jobs import (
     DEMO_JOBS,
     DYNAMICS_PENALTY,
     FLAKY_ACCOUNT,
     FLAKY_RATE,
     dynamics_job,
 )
-from workers.failure_store import MemoryFailureStore
-from workers.keys import Keys
-from workers.launcher import SimulatedLauncher
-from workers.publisher import MemoryPublisher
-from workers.runtime import Runtime, set_runtime
+from apportion.workers.history.failure_store import MemoryFailureStore
+from apportion.workers.launch.launcher import SimulatedLauncher
+from apportion.workers.redis.keys import Keys
+from apportion.workers.results.publisher import MemoryPublisher
+from apportion.workers.runtime import Runtime, set_runtime
 
 DYNAMICS_LAUNCHES = 15
 
@@ -142,7 +142,7 @@ def _dynamics(app: Any, console: Console | None) -> list[dict[str, Any]]:
 def run_demo(as_json: bool = False) -> int:
     from celery.contrib.testing.worker import start_worker
 
-    from workers.app import create_app
+    from apportion.workers.app import create_app
 
     logging.getLogger("celery").setLevel(logging.WARNING)
     # The in-memory transport warns that it has no hostname; that is the point here.
