@@ -44,6 +44,7 @@ from apportion.placement.model import Forest, build_forest
 from apportion.placement.pricing import Gives, candidate_costs
 from apportion.placement.query import ParsedRequest, parse_request
 from apportion.placement.search import Assignment, Budget, Searcher, SearchExhausted, round_robin
+from apportion.placement.shapes import assignment_matrix, shape_codes
 from apportion.placement.slots import SlotPlan, plan_slots
 from apportion.placement.summaries import provider_summaries
 
@@ -256,13 +257,17 @@ class _Builder:
         per_account: Mapping[str, tuple[int | None, float]] | None = None,
         costs: Sequence[float] = (),
     ) -> list[AllocationRequest]:
-        uuid_of, accounts = self.uuids.__getitem__, self.accounts
-        shapes, shape_of, suffixed = self.shapes, self.shape, self.suffixed
+        if not found:
+            return []
+        first, shape_of = shape_codes(assignment_matrix(found))
+        shapes = [self.shape(found[i][1]) for i in first]
+        uuid_of, accounts, suffixed = self.uuids.__getitem__, self.accounts, self.suffixed
         no_selection = (None, None)
         out: list[AllocationRequest] = []
         append = out.append
-        for i, (anchor, assignment) in enumerate(found):
-            shape = shapes.get(tuple(map(assignment.index, assignment))) or shape_of(assignment)
+        for i, u in enumerate(shape_of.tolist()):
+            anchor, assignment = found[i]
+            shape = shapes[u]
             names = tuple(map(uuid_of, assignment))
             mappings: dict[str, list[str]] = {}
             if shape.unsuffixed is not None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 import numpy as np
 import numpy.typing as npt
@@ -215,53 +216,83 @@ def build_forest(providers: Sequence[Provider], limits: Limits) -> Forest:
 
 
 def _scan(providers: Sequence[Provider]) -> _Scan:
-    """One pass: uuids, links in job order, traits, aggregates, prices, inventory rows."""
+    """Uuids, links in job order, traits, aggregates, prices and inventory rows.
+
+    Column by column: a comprehension per field costs a fraction of one loop that
+    branches on every field of every provider.
+    """
     scan = _Scan()
-    index, parents, roots, depths = scan.index, scan.parents, scan.roots, scan.depths
-    traits, trait_lists, agg_lists = scan.traits, scan.trait_lists, scan.agg_lists
-    classes, names = scan.classes, scan.names
+    uuids = [p["uuid"] for p in providers]
+    scan.index = dict(zip(uuids, range(len(uuids)), strict=True))
+    if len(scan.index) != len(uuids):
+        scan.index, scan.problems = _first_uuids(uuids)
+    _link_in_order(scan, [p["parent_provider_uuid"] for p in providers])
     no_traits: frozenset[str] = frozenset()
+    labels = [p["traits"] for p in providers]
+    scan.traits = [frozenset(t) if t else no_traits for t in labels]
+    scan.trait_lists = _members(labels)
+    scan.agg_lists = _members([p["aggregates"] for p in providers])
+    scan.prices = {i: p["prices"] for i, p in enumerate(providers) if p["prices"]}
+    classes, names = scan.classes, scan.names
     for i, p in enumerate(providers):
-        uuid = p["uuid"]
-        if uuid in index:
-            scan.problems.append(_duplicate(i, uuid, index[uuid]))
-        else:
-            index[uuid] = i
-        # Parents usually come before their children: link those on the way.
-        ref = p["parent_provider_uuid"]
-        j = -1 if ref is None else index.get(ref, -1)
-        parents.append(j)
-        if ref is None:
-            roots.append(i)
-            depths.append(0)
-        elif 0 <= j < i:
-            roots.append(roots[j])
-            depths.append(depths[j] + 1)
-        else:
-            scan.in_order = False
-            roots.append(-1)
-            depths.append(0)
-        labels = p["traits"]
-        traits.append(frozenset(labels) if labels else no_traits)
-        for t in labels:
-            trait_lists.setdefault(t, []).append(i)
-        for a in p["aggregates"]:
-            agg_lists.setdefault(a, []).append(i)
-        if p["prices"]:
-            scan.prices[i] = p["prices"]
         inventories, usages = p["inventories"], p["usages"]
         for rc, inv in inventories.items():
             rows = classes.get(rc)
             if rows is None:
                 rows = classes[rc] = []
-                names.add(rc)
             rows.append((i, inv, usages.get(rc, 0) if usages else 0))
         if usages and not usages.keys() <= inventories.keys():
             names.update(usages)
             scan.problems += _orphan_usages(i, p)
-    for t in trait_lists:
-        names.add(t)
+    names.update(classes, scan.trait_lists)
     return scan
+
+
+def _first_uuids(uuids: list[str]) -> tuple[dict[str, int], list[Problem]]:
+    """uuid -> its first index, and a problem for every repeat."""
+    index: dict[str, int] = {}
+    problems = []
+    for i, uuid in enumerate(uuids):
+        if uuid in index:
+            problems.append(_duplicate(i, uuid, index[uuid]))
+        else:
+            index[uuid] = i
+    return index, problems
+
+
+def _link_in_order(scan: _Scan, refs: list[str | None]) -> None:
+    """Parents, and roots and depths of the providers listed after their parent.
+
+    Parents usually come first; when one does not (or is unknown), ``in_order`` is
+    cleared and :func:`_link` does it properly once the problems are known.
+    """
+    get = scan.index.get
+    n = len(refs)
+    scan.parents = parents = [-1 if ref is None else get(ref, -2) for ref in refs]
+    scan.roots = roots = list(range(n))
+    scan.depths = depths = [0] * n
+    for i, j in enumerate(parents):
+        if j == -1:
+            continue
+        if 0 <= j < i:
+            roots[i] = roots[j]
+            depths[i] = depths[j] + 1
+        else:
+            scan.in_order = False
+            roots[i] = -1
+
+
+def _members(labels: list[list[str]]) -> dict[str, list[int]]:
+    """label -> the indices of the providers carrying it."""
+    out: dict[str, list[int]] = {}
+    for i, names in enumerate(labels):
+        for name in names:
+            members = out.get(name)
+            if members is None:
+                out[name] = [i]
+            else:
+                members.append(i)
+    return out
 
 
 def _duplicate(i: int, uuid: str, first: int) -> Problem:
@@ -321,10 +352,8 @@ def _accounts(
     for r in trees:
         own = providers[r]["account"]
         root_account[r] = providers[r]["uuid"] if own is None else own
-    return tuple(
-        root_account[r] if p["account"] is None else p["account"]
-        for p, r in zip(providers, roots, strict=True)
-    )
+    given = [p["account"] for p in providers]
+    return tuple(root_account[r] if a is None else a for a, r in zip(given, roots, strict=True))
 
 
 def _serves(
@@ -435,45 +464,48 @@ def _reject(problems: list[Problem]) -> Rejected:
 # ---- one resource class ----------------------------------------------------------------
 
 
+_FIELDS = itemgetter("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
+
+
 def _columns(rc: str, rows: Rows) -> tuple[ClassInventory, list[Unusable]] | list[Problem]:
     """One class's inventory arrays and its unusable inventories, or its problems.
 
-    Checked in bulk; rows are located one by one only when something is wrong.
+    Checked in bulk (columns taken apart by C-level map and zip); rows are located
+    one by one only when something is wrong.
     """
-    invs = [inv for _, inv, _ in rows]
-    ints = {name: [inv[name] for inv in invs] for name in ("total", "reserved", "min_unit")}
-    ints["step_size"] = [inv["step_size"] for inv in invs]
-    explicit = [inv["max_unit"] for inv in invs]
-    ints["max_unit"] = [t if m is None else m for t, m in zip(ints["total"], explicit, strict=True)]
-    used = [u for _, _, u in rows]
+    ids, invs, used = zip(*rows, strict=True)
+    total, reserved, min_unit, explicit, step, ratio = zip(*map(_FIELDS, invs), strict=True)
+    max_unit = (
+        [t if m is None else m for t, m in zip(total, explicit, strict=True)]
+        if None in explicit
+        else explicit
+    )
     if (
-        max(max(v) for v in ints.values()) > MAX_INTEGER
+        max(max(total), max(reserved), max(min_unit), max(max_unit), max(step)) > MAX_INTEGER
         or not 0 <= min(used) <= max(used) <= MAX_INTEGER
-        or any(r > t for r, t in zip(ints["reserved"], ints["total"], strict=True))
     ):
         return _class_problems(rc, rows)
-    total, reserved, min_unit, max_unit = (
-        np.array(ints[k], dtype=np.int64) for k in ("total", "reserved", "min_unit", "max_unit")
-    )
-    ratio = np.array([inv["allocation_ratio"] for inv in invs], dtype=np.float64)
+    totals, reserves = np.array(total, dtype=np.int64), np.array(reserved, dtype=np.int64)
+    if (reserves > totals).any():
+        return _class_problems(rc, rows)
     # Every integer is below 2**53, so float64 holds it exactly: this is Placement's
     # int((total - reserved) * ratio), capped where a huge ratio would overflow int64.
-    capacity = np.minimum(np.floor((total - reserved) * ratio), MAX_INTEGER).astype(np.int64)
-    ids = [i for i, _, _ in rows]
+    free = (totals - reserves) * np.array(ratio, dtype=np.float64)
+    capacity = np.minimum(np.floor(free), MAX_INTEGER).astype(np.int64)
     inventory = ClassInventory(
         providers=np.array(ids, dtype=np.int64),
         capacity=capacity,
         used=np.array(used, dtype=np.int64),
-        min_unit=min_unit,
-        max_unit=max_unit,
-        step_size=np.array(ints["step_size"], dtype=np.int64),
+        min_unit=np.array(min_unit, dtype=np.int64),
+        max_unit=np.array(max_unit, dtype=np.int64),
+        step_size=np.array(step, dtype=np.int64),
         row=dict(zip(ids, range(len(ids)), strict=True)),
     )
     return inventory, _unusable(rc, ids, explicit, inventory)
 
 
 def _unusable(
-    rc: str, ids: list[int], explicit: list[int | None], inv: ClassInventory
+    rc: str, ids: Sequence[int], explicit: Sequence[int | None], inv: ClassInventory
 ) -> list[Unusable]:
     """Inventories that no amount fits: min_unit above max_unit or above the capacity.
 

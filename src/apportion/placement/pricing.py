@@ -15,19 +15,17 @@ order, each a float64 multiply and add; a provider without any price adds nothin
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from itertools import chain
-from operator import itemgetter
 from typing import cast
 
 import numpy as np
 import numpy.typing as npt
 
+from apportion.placement.shapes import Found, assignment_matrix, shape_codes
+
 # What a shape's candidates give: per allocated provider, the slot holding it and
 # its (class, summed amount) list, in allocation order.
 Gives = tuple[tuple[int, tuple[tuple[str, int], ...]], ...]
-Found = Sequence[tuple[int, tuple[int, ...]]]
 FloatArray = npt.NDArray[np.float64]
-_SECOND = itemgetter(1)
 
 
 def candidate_costs(
@@ -44,14 +42,14 @@ def candidate_costs(
     """
     if not prices or not found:
         return list(base)
-    assigned = _assignments(found)
-    codes, shape_of = _shapes(assigned)
+    assigned = assignment_matrix(found)
+    first, shape_of = shape_codes(assigned)
     total = np.array(base, dtype=np.float64)
     unit = _UnitPrices(prices, providers)
     everyone = np.arange(len(found))
-    for u in range(len(codes)):
-        at = np.flatnonzero(shape_of == u) if len(codes) > 1 else everyone
-        for k, gives in gives_of(found[int(at[0])][1]):
+    for u in range(len(first)):
+        at = np.flatnonzero(shape_of == u) if len(first) > 1 else everyone
+        for k, gives in gives_of(found[first[u]][1]):
             held = assigned[at, k]
             has = unit.priced[held]
             if not has.any():
@@ -61,36 +59,6 @@ def candidate_costs(
                 for rc, amount in gives:
                     total[where] += np.float64(amount) * unit.column(rc)[held]
     return cast(list[float], total.tolist())
-
-
-def _assignments(found: Found) -> npt.NDArray[np.intp]:
-    """The providers of every candidate, one row each."""
-    slots = len(found[0][1])
-    flat = chain.from_iterable(map(_SECOND, found))
-    return np.fromiter(flat, dtype=np.intp, count=len(found) * slots).reshape(len(found), slots)
-
-
-def _shapes(assigned: npt.NDArray[np.intp]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.intp]]:
-    """The distinct shapes and each row's: per slot, the first slot with the same provider."""
-    rows, slots = assigned.shape
-    first = np.empty_like(assigned)
-    for j in range(slots):
-        first[:, j] = j
-        for i in range(j - 1, -1, -1):  # ends at the smallest such slot
-            first[assigned[:, i] == assigned[:, j], j] = i
-    if slots == 1:  # one shape: (0,)
-        return np.zeros(1, dtype=np.int64), np.zeros(rows, dtype=np.intp)
-    if slots**slots < 2**62:  # the shape as one number in base ``slots``: a fast unique
-        code = np.zeros(rows, dtype=np.int64)
-        for j in range(slots):
-            code = code * slots + first[:, j]
-        return cast(
-            tuple[npt.NDArray[np.int64], npt.NDArray[np.intp]],
-            np.unique(code, return_inverse=True),
-        )
-    # 16 slots or more: rows compared whole (slower, exact)
-    codes, shape_of = np.unique(first, axis=0, return_inverse=True)
-    return codes, shape_of.reshape(-1)
 
 
 class _UnitPrices:
