@@ -227,9 +227,8 @@ def _scan(providers: Sequence[Provider]) -> _Scan:
     if len(scan.index) != len(uuids):
         scan.index, scan.problems = _first_uuids(uuids)
     _link_in_order(scan, [p["parent_provider_uuid"] for p in providers])
-    no_traits: frozenset[str] = frozenset()
     labels = [p["traits"] for p in providers]
-    scan.traits = [frozenset(t) if t else no_traits for t in labels]
+    scan.traits = _trait_sets(labels)
     scan.trait_lists = _members(labels)
     scan.agg_lists = _members([p["aggregates"] for p in providers])
     scan.prices = {i: p["prices"] for i, p in enumerate(providers) if p["prices"]}
@@ -280,6 +279,24 @@ def _link_in_order(scan: _Scan, refs: list[str | None]) -> None:
         else:
             scan.in_order = False
             roots[i] = -1
+
+
+def _trait_sets(labels: list[list[str]]) -> list[frozenset[str]]:
+    """Each provider's traits as a set; equal trait lists share one set (a rack of
+    equal hosts has a handful of distinct lists, and sets are never changed)."""
+    none: frozenset[str] = frozenset()
+    sets: dict[tuple[str, ...], frozenset[str]] = {}
+    out = []
+    for names in labels:
+        if not names:
+            out.append(none)
+            continue
+        key = tuple(names)
+        traits = sets.get(key)
+        if traits is None:
+            traits = sets[key] = frozenset(key)
+        out.append(traits)
+    return out
 
 
 def _members(labels: list[list[str]]) -> dict[str, list[int]]:

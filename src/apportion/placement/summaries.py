@@ -23,24 +23,25 @@ def provider_summaries(forest: Forest, providers: Iterable[int]) -> dict[str, Pr
         rc: (inv.row, inv.capacity.tolist(), inv.used.tolist())
         for rc, inv in forest.inventories.items()
     }
-    # Identical (capacity, used) pairs are common (a rack of equal hosts). The result
-    # is written once and never changed, so one dict serves them all; so does one
-    # traits list per distinct trait set.
-    pairs: dict[tuple[int, int], ResourceSummary] = {}
+    # Equal summaries are common (a rack of equal hosts). The result is written once
+    # and never changed, so equal resource maps and trait lists are one object each.
+    shared: dict[tuple[tuple[str, int, int], ...], dict[str, ResourceSummary]] = {}
     trait_lists: dict[frozenset[str], list[str]] = {}
     uuids, parents, roots_of, traits = forest.uuids, forest.parents, forest.roots, forest.traits
     providers_ = forest.providers
     out: dict[str, ProviderSummary] = {}
     for p in members:
-        resources: dict[str, ResourceSummary] = {}
+        key = []
         for rc in providers_[p]["inventories"]:
             row, capacity, used = columns[rc]
             r = row[p]
-            pair = (capacity[r], used[r])
-            rs = pairs.get(pair)
-            if rs is None:
-                rs = pairs[pair] = {"capacity": pair[0], "used": pair[1]}
-            resources[rc] = rs
+            key.append((rc, capacity[r], used[r]))
+        signature = tuple(key)
+        resources = shared.get(signature)
+        if resources is None:
+            resources = shared[signature] = {
+                rc: {"capacity": capacity, "used": used} for rc, capacity, used in signature
+            }
         labels = trait_lists.get(traits[p])
         if labels is None:
             labels = trait_lists[traits[p]] = sorted(traits[p])
