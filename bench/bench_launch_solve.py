@@ -37,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_placement import SIMPLE, SUBTREE, isolated_vgpus, numa_cloud, vgpu_host  # noqa: E402
+from bench_placement import SIMPLE, SUBTREE, isolated_vgpus, numa_cloud, vgpu_host
 
 # (name, job builder, copies, target ms per job)
 SCENARIOS: list[tuple[str, Callable[[], dict[str, Any]], int, float | None]] = [
@@ -106,7 +106,9 @@ def run_once(src: str | None, write: str, path: Path, out: Path) -> tuple[float,
     return wall, cpu
 
 
-def per_job(src: str | None, write: str, files: tuple[Path, Path], copies: int) -> tuple[float, float]:
+def per_job(
+    src: str | None, write: str, files: tuple[Path, Path], copies: int
+) -> tuple[float, float]:
     """ms per job (wall, CPU): the N-copy file minus the one-copy file."""
     out = files[0].with_suffix(".out")
     wall_n, cpu_n = run_once(src, write, files[0], out)
@@ -122,7 +124,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--vs", help="another src/ directory to compare with, round by round")
-    parser.add_argument("--vs-write", choices=["compact", "pretty"], help="its writer (default: --write)")
+    parser.add_argument(
+        "--vs-write", choices=["compact", "pretty"], help="its writer (default: --write)"
+    )
     parser.add_argument("--write", choices=["compact", "pretty"], default="compact")
     parser.add_argument("--only", help="run only the scenarios whose name contains this")
     parser.add_argument("--scaling", action="store_true", help="limit=10 at 250..4,000 hosts")

@@ -138,10 +138,10 @@ def measure(s: Scenario, repeat: int) -> dict[str, Any]:
     job_policy = LaunchSelectJob.model_validate(selected)
     ctx = Context(limits=s.limits, now=NOW, default_policy=load_default_policy())
     result = solve(job, ctx)
-    n = len(result.allocation_requests)
+    n = len(result["allocation_requests"])
     if s.expect is not None and n != s.expect:
         raise SystemExit(f"{s.name}: expected {s.expect} candidates, got {n}")
-    if solve(job_policy, ctx).selection is None:
+    if solve(job_policy, ctx)["selection"] is None:
         raise SystemExit(f"{s.name}: the default policy did not select")
     del result
 
