@@ -1,6 +1,6 @@
 """What the policy modules know about each account, computed once per job.
 
-Costs (SPEC.md §2.3, the seed's "cost per realm, per hour, for each hardware
+Costs (the contract, and the seed's "cost per realm, per hour, for each hardware
 profile, for each provider account"): a candidate costs its account's
 ``cost_per_hour`` plus Σ amount * the provider's price per unit-hour over its
 allocations (a class without a price costs nothing). An account's cost is the mean

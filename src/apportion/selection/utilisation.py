@@ -1,6 +1,6 @@
 """How much of each account's capacity is still free (``least_used``, ``expression``).
 
-An account's providers are those whose account resolves to it (SPEC.md §2.3: a
+An account's providers are those whose account resolves to it (the contract: a
 provider's account defaults to its root's account, a root's to its own uuid). Every
 provider of the account counts, not only those in a candidate: a full host is the
 very sign that the account is busy.
@@ -22,7 +22,7 @@ from apportion.contracts.launch import Provider
 
 
 def provider_accounts(providers: Mapping[str, Provider]) -> dict[str, str]:
-    """provider uuid → account, following SPEC.md §2.3's defaulting rule.
+    """provider uuid → account, following the contract's defaulting rule.
 
     Parent links that are unknown or cyclic are the candidates engine's to reject;
     here the walk simply stops at the last provider it can reach, so this never loops.
