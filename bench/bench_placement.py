@@ -31,10 +31,10 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from apportion.config.policy import load_default_policy
 from apportion.contracts import Envelope
 from apportion.contracts.launch import LaunchSelectJob
 from apportion.engine import Context, run
+from apportion.engine_settings import load_default_policy
 from apportion.launch import solve
 from apportion.limits import DEFAULT_LIMITS, Limits
 

@@ -31,7 +31,7 @@ def create_app(
     if backend:
         conf["result_backend"] = backend
     celery.config_from_object(conf)
-    register(celery)
+    register(celery, settings)
     return celery
 
 
@@ -45,12 +45,14 @@ def warm_up(settings: Settings) -> None:
     in the worker's main process before the pool forks, the children inherit it all,
     and a broken default policy stops the worker at boot instead of failing jobs.
     """
-    from apportion.config.policy import load_default_policy
-    from apportion.engine import available_kinds, solver_for
+    from apportion import kinds
+    from apportion.engine_settings import load_default_policy
+    from apportion.workers.launch.launcher import make_launcher
     from apportion.yaql_eval import warm_up as warm_up_yaql
 
-    for kind in available_kinds():
-        solver_for(kind)
+    for kind in kinds.REGISTRY.values():
+        kind.load_solver()
+    make_launcher(settings)  # an unknown APPORTION_LAUNCHER stops the worker at boot
     warm_up_yaql(settings.limits)
     load_default_policy(settings.default_policy_file)
 

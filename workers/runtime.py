@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from apportion.config.policy import engine_context
 from apportion.config.settings import Settings, get_settings
 from apportion.contracts.events import LaunchOutcomeJob
 from apportion.engine import Context
+from apportion.engine_settings import engine_context
 from apportion.workers.history.failure_store import FailureHistory, FailureStore
 from apportion.workers.launch.launcher import Launcher, make_launcher
 from apportion.workers.redis.client import get_redis

@@ -34,7 +34,7 @@ def follow(
 ) -> int:
     settings = get_settings()
     keys = Keys(settings.stream_prefix)
-    streams = [keys.results_stream(k) for k in kinds]  # type: ignore[arg-type]
+    streams = [keys.results_stream(k) for k in kinds]
     sub = StreamSubscriber(
         get_redis(settings),
         streams,

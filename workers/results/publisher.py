@@ -20,7 +20,8 @@ from redis.backoff import NoBackoff
 from redis.connection import ConnectionInterface
 from redis.retry import Retry
 
-from apportion.contracts import Envelope, Kind
+from apportion.codec import encode_text
+from apportion.contracts import Envelope
 from apportion.errors import StoreUnavailable
 from apportion.workers.redis.client import TRANSIENT_ERRORS
 from apportion.workers.redis.keys import Keys
@@ -42,7 +43,7 @@ def event_fields(envelope: Envelope) -> dict[str, str]:
         "job_id": envelope.job_id or "",
         "kind": envelope.kind,
         "status": envelope.status,
-        "envelope": envelope.model_dump_json(),
+        "envelope": encode_text(envelope.as_dict()),
     }
 
 
@@ -79,7 +80,7 @@ class StreamPublisher:
     def publish(self, envelope: Envelope) -> str | None:
         if not envelope.job_id:
             raise ValueError("an envelope needs a job_id to be published idempotently")
-        kind: Kind = envelope.kind
+        kind = envelope.kind
         args: list[Any] = [
             self._keys.published_marker(kind, envelope.job_id),
             self._keys.results_stream(kind),
@@ -154,4 +155,4 @@ class MemoryPublisher:
             return f"{len(self.events)}-0"
 
     def envelopes(self) -> list[Envelope]:
-        return [Envelope.model_validate(json.loads(e["envelope"])) for e in self.events]
+        return [Envelope.from_dict(json.loads(e["envelope"])) for e in self.events]

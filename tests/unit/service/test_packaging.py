@@ -8,6 +8,7 @@ another project's `config`.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -73,9 +74,18 @@ def test_no_module_imports_the_service_folders_by_their_old_top_level_names() ->
 @pytest.mark.slow
 def test_the_wheel_holds_only_the_apportion_package_at_its_top_level(tmp_path: Path) -> None:
     pytest.importorskip("setuptools", minversion="77")
+    # Built from a copy: setuptools writes build/ beside the sources it builds.
+    source = tmp_path / "source"
+    source.mkdir()
+    ignore = shutil.ignore_patterns("__pycache__")
+    for name in ("pyproject.toml", "README.md", "src", "config", "workers", "tasks"):
+        if (REPO / name).is_dir():
+            shutil.copytree(REPO / name, source / name, ignore=ignore)
+        else:
+            shutil.copy(REPO / name, source / name)
     pip_wheel = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps"]
     subprocess.run(
-        [*pip_wheel, "--no-build-isolation", "--wheel-dir", str(tmp_path), str(REPO)],
+        [*pip_wheel, "--no-build-isolation", "--wheel-dir", str(tmp_path), str(source)],
         check=True,
         capture_output=True,
     )

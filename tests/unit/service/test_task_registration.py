@@ -22,7 +22,7 @@ SMALL = {
 def test_the_success_log_shows_a_uuid_job_id_kind_and_status_and_not_the_whole_result() -> None:
     app = create_app(Settings(), broker="memory://", backend="cache+memory://")
     task = app.tasks["apportion.partition"]
-    envelope = run("partition", SMALL, Context()).model_dump(mode="json")
+    envelope = run("partition", SMALL, Context()).as_dict()
 
     # What Celery logs and sends in task-succeeded for a return value.
     shown = saferepr(envelope, task.resultrepr_maxsize)
