@@ -1,21 +1,19 @@
 """launch_select as a caller sees it: ``apportion solve launch_select FILE``, whole job.
 
-Run: ``.venv/bin/python bench/bench_launch_solve.py [--rounds 5] [--vs OLD_SRC]``
+Run: ``.venv/bin/python bench/bench_launch_solve.py [--rounds 5] [--vs PYTHONPATH]``
 
 Per scenario, FILE is a JSON array of N copies of the job, and again of one copy;
-each is solved by a fresh ``apportion solve`` process with its output written to a
-file. The cost of one job is (time(N) - time(1)) / (N - 1): reading, validation,
-engine, envelope and writing, without the interpreter's start-up and imports.
+each is solved by a fresh ``python -m apportion.cli solve launch_select FILE``
+process writing to a file (compact JSON, as ``solve`` writes when not on a terminal).
+The cost of one job is (time(N) - time(1)) / (N - 1): reading, validation, engine,
+envelope and writing, without the interpreter's start-up and imports.
 
-``--vs OLD_SRC`` runs the same files through another source tree (a ``src/`` holding
-an ``apportion`` package, e.g. an exported older commit) in alternating rounds, so the
-two are compared under the same machine load; the ratio is taken round by round.
-
-``--write compact`` (the default) writes each envelope as compact JSON with orjson,
-``--write pretty`` as the CLI did before the compact codec (``json.dumps(indent=2)``).
-Until the CLI itself writes compact JSON, compact writing is done by this script's
-driver around ``apportion.cli.main`` (it replaces the CLI's printer and the
-envelope's dump, nothing else).
+``--vs PYTHONPATH`` runs the same files through another source tree in alternating
+rounds, so both are measured under the same machine load and the ratio is taken
+round by round. For an exported commit of this repository that is ``TREE/src`` (with
+``config``, ``workers`` and ``tasks`` linked into ``TREE/src/apportion`` once they
+are packages there) or ``TREE/src:TREE`` for commits before that. Each tree writes
+as its own CLI does.
 
 Figures are recorded in bench/placement.md.
 """
@@ -68,29 +66,9 @@ SCENARIOS: list[tuple[str, Callable[[], dict[str, Any]], int, float | None]] = [
 ]
 SCALING = [250, 500, 1000, 2000, 4000]
 
-DRIVER = """
-import sys
-from apportion import cli
-if sys.argv[1] == "compact":
-    import orjson
-    from apportion.contracts import Envelope
 
-    def dump(self, **kwargs):
-        return {
-            "job_id": self.job_id, "kind": self.kind, "status": self.status,
-            "result": self.result,
-            "error": None if self.error is None else self.error.model_dump(mode="json"),
-            "engine_version": self.engine_version, "elapsed_ms": self.elapsed_ms,
-        }
-
-    Envelope.model_dump = dump
-    cli._print_json = lambda data: sys.stdout.buffer.write(orjson.dumps(data) + b"\\n")
-sys.exit(cli.main(["solve", "launch_select", sys.argv[2]]))
-"""
-
-
-def run_once(src: str | None, write: str, path: Path, out: Path) -> tuple[float, float]:
-    """Wall and CPU seconds of one ``apportion solve`` process."""
+def run_once(src: str | None, path: Path, out: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of one ``apportion solve`` process writing to ``out``."""
     env = dict(os.environ)
     if src is not None:
         env["PYTHONPATH"] = src
@@ -98,7 +76,11 @@ def run_once(src: str | None, write: str, path: Path, out: Path) -> tuple[float,
     start = time.perf_counter()
     with out.open("wb") as sink:
         subprocess.run(
-            [sys.executable, "-c", DRIVER, write, str(path)], stdout=sink, env=env, check=True
+            [sys.executable, "-m", "apportion.cli", "solve", "launch_select", str(path)],
+            stdout=sink,
+            env=env,
+            cwd=out.parent,  # not the checkout: its folders must not shadow the tree's
+            check=True,
         )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -106,13 +88,11 @@ def run_once(src: str | None, write: str, path: Path, out: Path) -> tuple[float,
     return wall, cpu
 
 
-def per_job(
-    src: str | None, write: str, files: tuple[Path, Path], copies: int
-) -> tuple[float, float]:
+def per_job(src: str | None, files: tuple[Path, Path], copies: int) -> tuple[float, float]:
     """ms per job (wall, CPU): the N-copy file minus the one-copy file."""
     out = files[0].with_suffix(".out")
-    wall_n, cpu_n = run_once(src, write, files[0], out)
-    wall_1, cpu_1 = run_once(src, write, files[1], out)
+    wall_n, cpu_n = run_once(src, files[0], out)
+    wall_1, cpu_1 = run_once(src, files[1], out)
     envelopes = json.loads(out.read_text())
     if envelopes[0]["status"] != "ok":
         raise SystemExit(f"{files[1]}: {envelopes[0]['status']} {envelopes[0]['error']}")
@@ -123,11 +103,7 @@ def per_job(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--vs", help="another src/ directory to compare with, round by round")
-    parser.add_argument(
-        "--vs-write", choices=["compact", "pretty"], help="its writer (default: --write)"
-    )
-    parser.add_argument("--write", choices=["compact", "pretty"], default="compact")
+    parser.add_argument("--vs", help="PYTHONPATH of another source tree, measured in turn")
     parser.add_argument("--only", help="run only the scenarios whose name contains this")
     parser.add_argument("--scaling", action="store_true", help="limit=10 at 250..4,000 hosts")
     args = parser.parse_args()
@@ -148,7 +124,6 @@ def main() -> None:
         ]
     if args.only:
         scenarios = [s for s in scenarios if args.only in s[0]]
-    vs_write = args.vs_write or args.write
     print(f"python {sys.version.split()[0]}; ms per job, median of {args.rounds} rounds")
     with tempfile.TemporaryDirectory() as tmp:
         for name, build, copies, target in scenarios:
@@ -159,9 +134,9 @@ def main() -> None:
             new: list[tuple[float, float]] = []
             old: list[tuple[float, float]] = []
             for _ in range(args.rounds):
-                new.append(per_job(None, args.write, files, copies))
+                new.append(per_job(None, files, copies))
                 if args.vs:
-                    old.append(per_job(args.vs, vs_write, files, copies))
+                    old.append(per_job(args.vs, files, copies))
             line = f"{name:<66} this {_fmt(new)}"
             if args.vs:
                 ratios = [o[0] / n[0] for n, o in zip(new, old, strict=True) if n[0] > 0]

@@ -7,11 +7,11 @@ not by running the engine.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
+from apportion.codec import encode
 from apportion.engine import Context, run
 from apportion.errors import Infeasible
 from apportion.placement import solve
@@ -194,9 +194,9 @@ def test_the_same_job_twice_gives_the_same_bytes() -> None:
     job = {"providers": host_and_storage(), "request": "resources=VCPU:1,DISK_GB:10", "seed": 5}
     ctx = Context(default_policy=[{"module": "equal"}])
 
-    def answer() -> str:
-        envelope = run("launch_select", job, ctx).model_dump(mode="json")
+    def answer() -> bytes:
+        envelope = run("launch_select", job, ctx).as_dict()
         del envelope["elapsed_ms"]
-        return json.dumps(envelope)
+        return encode(envelope)
 
     assert answer() == answer()
