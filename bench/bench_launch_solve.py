@@ -139,8 +139,12 @@ def main() -> None:
                     old.append(per_job(args.vs, files, copies))
             line = f"{name:<66} this {_fmt(new)}"
             if args.vs:
-                ratios = [o[0] / n[0] for n, o in zip(new, old, strict=True) if n[0] > 0]
-                line += f"  vs {_fmt(old)}  speed-up {statistics.median(ratios):.2f}x"
+                wall = [o[0] / n[0] for n, o in zip(new, old, strict=True) if n[0] > 0]
+                cpu = [o[1] / n[1] for n, o in zip(new, old, strict=True) if n[1] > 0]
+                line += (
+                    f"  vs {_fmt(old)}  speed-up {statistics.median(wall):.2f}x wall, "
+                    f"{statistics.median(cpu):.2f}x cpu"
+                )
             if target is not None:
                 line += f"  target <= {target:g}"
             print(line, flush=True)
