@@ -5,8 +5,9 @@ separate virtualenv, and this script runs there (the project is only read, for t
 engine's answers, from a JSON file written by ``--export``). Nothing of Placement is
 copied here.
 
-    # 1. with the project's venv: export jobs and the engine's candidates
-    .venv/bin/python bench/placement_oracle.py --export /tmp/jobs.json [--golden DIR]
+    # 1. with the project's venv: export jobs and the engine's candidates (the golden
+    #    corpus's jobs, or N random forests drawn by the brute-force test's strategies)
+    .venv/bin/python -m bench.placement_oracle --export /tmp/jobs.json [--golden DIR | --random N]
     # 2. with a venv holding Placement (pip install its requirements, fixtures,
     #    testtools, oslotest, wsgi-intercept, keystoneauth1) and its source on PYTHONPATH:
     PYTHONPATH=PLACEMENT_SRC PVENV/bin/python bench/placement_oracle.py --compare /tmp/jobs.json
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -39,46 +41,78 @@ NAMESPACE = uuid.UUID("6f0e5b1c-4a2e-4c1b-9d1e-1a2b3c4d5e6f")
 # ---- step 1: the project's side -------------------------------------------------------
 
 
-def export(out: Path, golden: Path | None) -> None:
-    """Jobs (from the golden corpus) and the engine's candidates for each."""
+def export(out: Path, golden: Path | None, random: int) -> None:
+    """Jobs and the engine's candidates for each: the golden corpus's (``golden``), or
+    ``random`` forests and requests drawn by the brute-force test's strategies."""
+    payloads = _random_jobs(random) if random else _golden_jobs(golden)
+    rows = []
+    seen = set()
+    for name, payload in payloads:
+        key = json.dumps(
+            [payload.get("providers"), payload.get("request")], sort_keys=True, default=str
+        )
+        if key not in seen:
+            seen.add(key)
+            row = _answer(name, payload)
+            if row is not None:
+                rows.append(row)
+    out.write_text(json.dumps(rows))
+    print(f"{len(rows)} distinct valid jobs written to {out}")
+
+
+def _golden_jobs(folder: Path | None) -> list[tuple[str, dict[str, Any]]]:
     import pickle
 
+    out = []
+    for path in sorted((folder or Path("/work/golden-before")).glob("launch_select-*.pkl")):
+        payload = pickle.loads(path.read_bytes())["payload"]
+        if isinstance(payload, dict):
+            out.append((path.name, payload))
+    return out
+
+
+def _random_jobs(count: int) -> list[tuple[str, dict[str, Any]]]:
+    from hypothesis import HealthCheck, given, settings
+
+    from tests.unit.placement.test_brute_force import forests, requests
+
+    drawn: list[tuple[str, dict[str, Any]]] = []
+    jobs = forests().flatmap(lambda f: requests(len(f)).map(lambda r: (f, r)))
+
+    @settings(
+        max_examples=count,
+        database=None,
+        derandomize=True,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(jobs)
+    def draw(job: tuple[list[dict[str, Any]], Any]) -> None:
+        providers, request = job
+        payload = {"providers": providers, "request": request.render(), "policy": None}
+        drawn.append((f"random-{len(drawn)}", json.loads(json.dumps(payload))))
+
+    draw()
+    return drawn
+
+
+def _answer(name: str, payload: dict[str, Any]) -> dict[str, Any] | None:
     from apportion.engine import Context, validate
     from apportion.errors import DomainError
     from apportion.placement import find_candidates
 
-    folder = golden or Path("/work/golden-before")
-    rows = []
-    seen = set()
-    for path in sorted(folder.glob("launch_select-*.pkl")):
-        record = pickle.loads(path.read_bytes())
-        payload = record["payload"]
-        if not isinstance(payload, dict):
-            continue
-        key = json.dumps(
-            [payload.get("providers"), payload.get("request")], sort_keys=True, default=str
-        )
-        if key in seen:
-            continue
-        seen.add(key)
-        try:
-            job = validate("launch_select", payload)
-            cs = find_candidates(job, Context())
-        except DomainError:
-            continue
-        except Exception:
-            continue
-        rows.append(
-            {
-                "name": path.name,
-                "providers": [dict(p) for p in job.providers],
-                "request": job.request,
-                "candidates": sorted(_canon(r["allocations"], r["mappings"]) for r in cs.requests),
-                "capped": cs.capped,
-            }
-        )
-    out.write_text(json.dumps(rows))
-    print(f"{len(rows)} distinct valid jobs written to {out}")
+    try:
+        job = validate("launch_select", payload)
+        cs = find_candidates(job, Context())
+    except DomainError:
+        return None
+    return {
+        "name": name,
+        "providers": [dict(p) for p in job.providers],
+        "request": job.request,
+        "candidates": sorted(_canon(r["allocations"], r["mappings"]) for r in cs.requests),
+        "capped": cs.capped,
+    }
 
 
 def _canon(allocations: dict[str, Any], mappings: dict[str, list[str]]) -> str:
@@ -101,16 +135,21 @@ class Names:
         self.classes = standard_classes
         self.traits = standard_traits
         self.back: dict[str, str] = {}
+        self.used_classes: set[str] = set()
+        self.used_traits: set[str] = set()
 
     def rc(self, name: str) -> str:
         out = name if name in self.classes or name.startswith("CUSTOM_") else f"CUSTOM_X_{name}"
         self.back[out] = name
+        if out.startswith("CUSTOM_"):
+            self.used_classes.add(out)
         return out
 
     def trait(self, name: str) -> str:
-        if name in self.traits or name.startswith("CUSTOM_"):
-            return name
-        return f"CUSTOM_X_{name}"
+        out = name if name in self.traits or name.startswith("CUSTOM_") else f"CUSTOM_X_{name}"
+        if out.startswith("CUSTOM_"):
+            self.used_traits.add(out)
+        return out
 
     @staticmethod
     def uuid(name: str) -> str:
@@ -123,7 +162,7 @@ def translate_query(text: str, names: Names) -> str | None:
 
     pairs = _split(text)
     out = []
-    resourced_suffixes = set()
+    suffixes = set()
     has_policy = False
     for key, value in pairs:
         prefix = next(
@@ -134,9 +173,9 @@ def translate_query(text: str, names: Names) -> str | None:
             return None
         if key == "group_policy":
             has_policy = True
+        if prefix is not None and key != prefix:
+            suffixes.add(key[len(prefix) :])
         if prefix == "resources":
-            if key != "resources":
-                resourced_suffixes.add(key)
             items = []
             for item in value.split(","):
                 rc, _, n = item.partition(":")
@@ -156,7 +195,8 @@ def translate_query(text: str, names: Names) -> str | None:
         elif prefix == "in_tree":
             value = names.uuid("rp:" + value)
         out.append(f"{key}={quote(value, safe=':,!')}")
-    if len(resourced_suffixes) > 1 and not has_policy:
+    # The project defaults group_policy to none (the seed); Placement wants it said.
+    if len(suffixes) > 1 and not has_policy:
         out.append("group_policy=none")
     return "&".join(out)
 
@@ -172,6 +212,14 @@ def _split(text: str) -> list[tuple[str, str]]:
             key, _, value = part.partition("=")
             pairs.append((unquote_plus(key).strip(), unquote_plus(value).strip()))
     return pairs
+
+
+def _ok(response: Any, what: str) -> bool:
+    """True for a 2xx response; otherwise say why on stderr (for the skip counts)."""
+    if response:
+        return True
+    print(f"{what}: {response.status_code} {response.text[:300]}", file=sys.stderr)
+    return False
 
 
 def load(client: Any, providers: list[dict[str, Any]], names: Names) -> bool:
@@ -195,7 +243,7 @@ def load(client: Any, providers: list[dict[str, Any]], names: Names) -> bool:
         body = {"name": p["uuid"][:200], "uuid": names.uuid("rp:" + p["uuid"])}
         if p.get("parent_provider_uuid"):
             body["parent_provider_uuid"] = names.uuid("rp:" + p["parent_provider_uuid"])
-        if not client.post("/resource_providers", json=body):
+        if not _ok(client.post("/resource_providers", json=body), "provider"):
             return False
     return all(_fill(client, p, names) for p in order)
 
@@ -209,9 +257,13 @@ def _fill(client: Any, p: dict[str, Any], names: Names) -> bool:
         if names.trait(t).startswith("CUSTOM_"):
             client.put(f"/traits/{names.trait(t)}")
     gen = client.get(f"/resource_providers/{rp}").json()["generation"]
+    # total 0 fits nothing in either system, and Placement wants total >= 1: leave out.
+    p = {
+        **p,
+        "inventories": {rc: inv for rc, inv in p["inventories"].items() if inv["total"] >= 1},
+    }
+    p["usages"] = {rc: n for rc, n in p["usages"].items() if rc in p["inventories"]}
     if p["inventories"]:
-        if any(inv["total"] < 1 for inv in p["inventories"].values()):
-            return False
         # Usages first, against a relaxed inventory (Placement checks each allocation
         # against min_unit, max_unit and step_size), then the job's own inventory.
         if p["usages"]:
@@ -223,7 +275,7 @@ def _fill(client: Any, p: dict[str, Any], names: Names) -> bool:
                 f"/resource_providers/{rp}/inventories",
                 json={"resource_provider_generation": gen, "inventories": loose},
             )
-            if not r:
+            if not _ok(r, "loose inventory"):
                 return False
             gen = r.json()["resource_provider_generation"]
             consumer = str(uuid.uuid4())
@@ -236,7 +288,9 @@ def _fill(client: Any, p: dict[str, Any], names: Names) -> bool:
                 "consumer_generation": None,
                 "consumer_type": "INSTANCE",
             }
-            if any(p["usages"].values()) and not client.put(f"/allocations/{consumer}", json=alloc):
+            if any(p["usages"].values()) and not _ok(
+                client.put(f"/allocations/{consumer}", json=alloc), "usages"
+            ):
                 return False
             gen = client.get(f"/resource_providers/{rp}").json()["generation"]
         inventories = {}
@@ -253,7 +307,7 @@ def _fill(client: Any, p: dict[str, Any], names: Names) -> bool:
             f"/resource_providers/{rp}/inventories",
             json={"resource_provider_generation": gen, "inventories": inventories},
         )
-        if not r:
+        if not _ok(r, "inventory"):
             return False
         gen = r.json()["resource_provider_generation"]
     if p["traits"]:
@@ -323,6 +377,12 @@ def _one(direct: Any, conf: Any, row: dict[str, Any], names: Names) -> str:
     if query is None:
         return "skipped: limit (Placement samples at random)"
     with direct.PlacementDirect(conf, latest_microversion=True) as client:
+        # Names exist here without a registry: register every custom name the query
+        # uses, so that an unknown one matches nothing instead of a 400.
+        for rc in names.used_classes:
+            client.put(f"/resource_classes/{rc}")
+        for trait in names.used_traits:
+            client.put(f"/traits/{trait}")
         if not load(client, row["providers"], names):
             return "skipped: providers Placement cannot hold (total 0, over-used)"
         r = client.get(f"/allocation_candidates?{query}")
@@ -334,9 +394,14 @@ def _one(direct: Any, conf: Any, row: dict[str, Any], names: Names) -> str:
             )
     ours = row["candidates"]
     if theirs is None:
+        print(f"{row['name']}: {query} -> {r.status_code} {r.text[:300]}", file=sys.stderr)
         return f"Placement {r.status_code}, project answered {len(ours)}"
     if theirs == ours:
         return "same candidates"
+    only_ours = sorted(set(ours) - set(theirs))[:3]
+    only_theirs = sorted(set(theirs) - set(ours))[:3]
+    print(f"DIFF {row['name']}: {row['request']}", file=sys.stderr)
+    print(f"  only ours {only_ours}\n  only theirs {only_theirs}", file=sys.stderr)
     return _classify(ours, theirs)
 
 
@@ -366,11 +431,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--export", type=Path)
     parser.add_argument("--golden", type=Path)
+    parser.add_argument("--random", type=int, default=0, help="export N random jobs instead")
     parser.add_argument("--compare", type=Path)
     parser.add_argument("--limit", type=int)
     args = parser.parse_args()
     if args.export:
-        export(args.export, args.golden)
+        export(args.export, args.golden, args.random)
     if args.compare:
         compare(args.compare, args.limit)
 
