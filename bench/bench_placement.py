@@ -5,16 +5,16 @@ Run: ``.venv/bin/python bench/bench_placement.py [--quick] [--profile NAME]``
 Each scenario is timed four ways, median of several runs:
 
 * ``engine``: ``apportion.launch.solve(job, ctx)`` on an already validated job with
-  ``policy: null`` (forest, query, search, the result model — everything but
-  pydantic validation of the job and serialisation of the result);
+  ``policy: null`` (forest, query, search, the result as plain dicts — everything
+  but pydantic validation of the job and serialisation of the result);
 * ``engine+policy``: the same without a ``policy`` key, so the default policy
   (config/default_policy.yaml, given as ``Context.default_policy``) selects;
 * ``run()`` and ``run()+policy``: ``apportion.engine.run("launch_select", payload)``
-  from a plain dict — what a worker and ``apportion solve`` do: validation of the
-  job, the solver, and ``model_dump(mode="json")`` of the result — for the same
-  two payloads.
+  from a plain dict: validation of the job, the solver and the envelope — for the
+  same two payloads.
 
-Figures are recorded in bench/placement.md.
+The whole job as a caller sees it (reading and writing included, in a fresh
+process) is bench_launch_solve.py's. Figures are recorded in bench/placement.md.
 """
 
 from __future__ import annotations
