@@ -1,6 +1,6 @@
 """launch_select: allocation candidates, then the administrator's selection policy.
 
-Which policy a job gets (docs/contract.md#launch_select):
+Which policy a job gets:
 
 * ``"policy": null`` — candidates only, no selection (Placement's answer);
 * ``"policy": [...]`` — that stack;
@@ -13,8 +13,8 @@ store) is asked for the candidates' accounts over the widest penalty window. Wit
 store (``apportion solve``) the counts are zero, and the result says so in ``extra``.
 
 The policy runs on the candidates engine's compact answer (accounts and prices per
-candidate); each ``AllocationRequest`` is then built once, with its selection fields,
-rather than built and copied (bench/placement.md).
+candidate), so each ``AllocationRequest`` is built once, with its selection fields,
+rather than built and then copied to add them.
 """
 
 from __future__ import annotations
@@ -26,11 +26,12 @@ from apportion.contracts.launch import (
     LaunchSelectJob,
     LaunchSelectResult,
     Provider,
-    cyclic_gc_paused,
+    launch_result,
 )
 from apportion.contracts.policy import PolicyModule
 from apportion.engine import Context
-from apportion.placement import CandidateSet, check_found, find_candidates, result_of
+from apportion.placement import CandidateSet, check_found, find_candidates
+from apportion.placement.bounded import fit, rechosen
 from apportion.selection import Pool, choose, failure_window_hours, parse_policy
 
 
@@ -65,35 +66,48 @@ def pool_of(
         accounts=candidates.accounts if accounts is None else accounts,
         costs=candidates.costs,
         resource_classes=candidates.resource_classes,
-        providers=lambda: {p.uuid: p for p in providers},
+        providers=lambda: {p["uuid"]: p for p in providers},
     )
 
 
 def solve(job: LaunchSelectJob, ctx: Context) -> LaunchSelectResult:
     policy = chosen_policy(job, ctx)
-    with cyclic_gc_paused():
-        candidates = find_candidates(job, ctx)
-        if policy is None:
-            return result_of(candidates)  # raises Infeasible when there is no candidate
-        check_found(candidates)
-        accounts = candidates.accounts
-        failures, failure_info = _failures(job, policy, accounts, ctx)
-        choice = choose(
-            pool_of(candidates, job.providers, accounts),
-            job.accounts,
-            policy,
-            failures=failures,
-            exclude_accounts=job.exclude_accounts,
-            seed=job.seed,
-            now=ctx.now,
-            limits=ctx.limits,
+    limit = ctx.limits.max_envelope_bytes
+    candidates = find_candidates(job, ctx)
+    check_found(candidates)  # raises Infeasible when there is no candidate
+    if policy is None:
+        fitted = fit(candidates, limit)
+        return launch_result(
+            fitted.requests, fitted.provider_summaries, None, {**candidates.extra(), **fitted.note}
         )
-        return LaunchSelectResult(
-            allocation_requests=candidates.build(choice.per_account, choice.costs),
-            provider_summaries=candidates.provider_summaries,
-            selection=choice.selection,
-            extra={**candidates.extra(), **failure_info},
-        )
+    accounts = candidates.accounts
+    failures, failure_info = _failures(job, policy, accounts, ctx)
+    choice = choose(
+        pool_of(candidates, job.providers, accounts),
+        job.accounts,
+        policy,
+        failures=failures,
+        exclude_accounts=job.exclude_accounts,
+        seed=job.seed,
+        now=ctx.now,
+        limits=ctx.limits,
+    )
+    # The answer stays under the envelope limit (placement/bounded.py): candidates past
+    # it are not built; the policy and the dice saw them all.
+    fitted = fit(
+        candidates,
+        limit,
+        selection=choice.selection,
+        per_account=choice.per_account,
+        costs=choice.costs,
+        chosen=choice.selection["chosen"],
+    )
+    return launch_result(
+        fitted.requests,
+        fitted.provider_summaries,
+        rechosen(choice.selection, fitted.chosen),
+        {**candidates.extra(), **failure_info, **fitted.note},
+    )
 
 
 __all__ = ["chosen_policy", "pool_of", "solve"]

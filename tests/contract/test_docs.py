@@ -59,12 +59,22 @@ def test_every_field_of_every_job_is_documented_in_the_contract(kind: str) -> No
 
 
 def _codes_in_code() -> set[str]:
+    """Error codes named in the code: `code="…"` (and `code: str = "…"`) everywhere, and
+    the codes the edge and the gate pass by position."""
     pattern = re.compile(r"""\bcode\s*(?:=|:\s*str\s*=)\s*["']([a-z_]+)["']""")
+    positional = re.compile(r"""^\s*["']([a-z]+(?:_[a-z]+)+)["'],""", re.MULTILINE)
     found = set()
     for folder in ("src", "workers", "tasks", "config"):
         for path in (REPO / folder).rglob("*.py"):
             found |= set(pattern.findall(path.read_text()))
+    for path in (REPO / "src/apportion/edge.py", REPO / "workers/broker/gate.py"):
+        if path.exists():
+            found |= {c for c in positional.findall(path.read_text()) if c in KNOWN_SHAPE}
     return found
+
+
+# Codes the edge and the gate answer with (passed by position, not as code=).
+KNOWN_SHAPE = {"number_out_of_range", "invalid_string", "reserved_key", "too_deep"}
 
 
 def test_every_error_code_the_code_can_answer_is_in_the_contracts_table() -> None:

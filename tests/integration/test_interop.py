@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +57,13 @@ def produce(
 
 
 def with_fresh_key(name: str) -> dict[str, Any]:
+    """The example with a key never used before (and, for an event, a recent time: the
+    example's fixed day is older than the failure history keeps)."""
     job: dict[str, Any] = load_example(f"{name}.json")
     key = "event_id" if kind_of(name) == "launch_outcome" else "job_id"
     job[key] = f"node-{uuid.uuid4()}"
+    if key == "event_id":
+        job["at"] = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     return job
 
 
@@ -77,14 +82,13 @@ def test_the_node_producer_gets_each_examples_envelope_from_its_stream(
     assert out["entryId"] is not None  # read from the result stream
     envelope = out["envelope"]
     expected = json.loads((EXAMPLES / f"{name}.envelope.json").read_text())
+    key = job.get("event_id", job.get("job_id"))
+    expected["job_id"] = key
     if kind_of(name) == "launch_outcome":
         # Recorded by the worker's failure history (`apportion solve` has none: null).
         assert envelope["result"].pop("recorded") is True
         expected["result"].pop("recorded")
-    key = job.get("event_id", job.get("job_id"))
-    expected["job_id"] = key
-    if "job_id" in (expected.get("result") or {}) and kind_of(name) == "launch_outcome":
-        expected["result"]["event_id"] = key
+        expected["result"] |= {"event_id": key, "at": job["at"]}
     assert without_timing(envelope) == without_timing(expected)
     # The worker ran it as the task the producer named, under the id it chose.
     assert f"task {out['taskId']}" in worker.log_text()

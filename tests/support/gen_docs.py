@@ -43,8 +43,8 @@ def kind_of(name: str) -> str:
 
 def solve_example(name: str, path: Path) -> dict[str, Any]:
     """What ``apportion solve`` answers for the example, with the shipped defaults."""
-    from apportion.config.policy import load_default_policy
     from apportion.engine import Context, run
+    from apportion.engine_settings import load_default_policy
 
     context = Context(default_policy=load_default_policy(None))
     envelope: dict[str, Any] = run(kind_of(name), json.loads(path.read_text()), context).as_dict()

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from apportion.config.policy import load_default_policy
 from apportion.engine import Context, run
+from apportion.engine_settings import load_default_policy
 
 NOW = datetime(2026, 11, 21, 22, 0, tzinfo=UTC)
 

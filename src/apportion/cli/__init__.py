@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "worker": "worker",
     "health": "health",
     "events": "events",
+    "dead-letters": "dead_letters",
     "metrics": "metrics",
     "schema": "schema",
     "explain": "explain",

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from apportion.config.settings import Settings
     from apportion.contracts import Envelope
+    from apportion.engine_settings import EngineSettings
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -57,6 +58,7 @@ def print_json(data: Any, pretty: bool | None = None) -> None:
 
 
 def settings() -> Settings:
+    """The worker's settings (commands that reach Redis)."""
     from apportion.config.settings import get_settings
 
     try:
@@ -65,10 +67,20 @@ def settings() -> Settings:
         raise UsageError(f"invalid APPORTION_* configuration: {exc}") from exc
 
 
+def engine_settings() -> EngineSettings:
+    """What answering a job in-process needs (solve, explain): no service packages."""
+    from apportion.engine_settings import EngineSettings
+
+    try:
+        return EngineSettings()
+    except ValueError as exc:
+        raise UsageError(f"invalid APPORTION_* configuration: {exc}") from exc
+
+
 def check_kind(kind: str) -> None:
     from apportion import kinds
 
-    settings()  # loads APPORTION_KIND_MODULES: a deployment's own kinds are valid too
+    engine_settings()  # loads APPORTION_KIND_MODULES: a deployment's own kinds are valid too
     if kind not in kinds.REGISTRY:
         raise UsageError(f"unknown kind {kind!r}; choose one of: {', '.join(kinds.names())}")
 
@@ -79,7 +91,7 @@ def jobs_from_text(kind: str, text: str) -> tuple[list[Any], bool, Envelope | No
     from apportion.errors import Rejected
 
     try:
-        data = parse_json_text(text, settings().limits)
+        data = parse_json_text(text, engine_settings().limits)
     except Rejected:
         return [], False, run(kind, text)
     if isinstance(data, list):

@@ -7,7 +7,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from apportion.cli.common import EXIT_FAILED, EXIT_OK, UsageError, check_kind, read_input, settings
+from apportion.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    check_kind,
+    engine_settings,
+    read_input,
+)
 
 
 def add_parser(sub: Any) -> None:
@@ -19,13 +26,13 @@ def add_parser(sub: Any) -> None:
 
 
 def _envelope(args: argparse.Namespace) -> dict[str, Any]:
-    from apportion.config.policy import engine_context
     from apportion.engine import parse_json_text
     from apportion.engine import run as run_job
+    from apportion.engine_settings import engine_context
     from apportion.errors import Rejected
 
     try:
-        data = parse_json_text(read_input(args.file), settings().limits)
+        data = parse_json_text(read_input(args.file), engine_settings().limits)
     except Rejected as exc:
         raise UsageError(exc.message) from exc
     if not isinstance(data, dict):
@@ -34,7 +41,7 @@ def _envelope(args: argparse.Namespace) -> dict[str, Any]:
         return data
     if args.kind:
         check_kind(args.kind)
-        return run_job(args.kind, data, engine_context(settings())).as_dict()
+        return run_job(args.kind, data, engine_context(engine_settings())).as_dict()
     raise UsageError("FILE is not a result envelope; pass --kind to solve it as a job")
 
 

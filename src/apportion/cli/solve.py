@@ -12,10 +12,10 @@ from apportion.cli.common import (
     STATUS_EXIT,
     add_pretty,
     check_kind,
+    engine_settings,
     jobs_from_text,
     print_json,
     read_input,
-    settings,
 )
 
 
@@ -28,16 +28,17 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from apportion.config.policy import engine_context
     from apportion.engine import run as run_job
+    from apportion.engine_settings import engine_context
 
+    config = engine_settings()  # first: it loads a deployment's own kinds
     check_kind(args.kind)
     text = read_input(args.file)
     jobs, is_array, bad = jobs_from_text(args.kind, text)
     if bad is not None:
         print_json(bad.as_dict(), args.pretty)
         return EXIT_REJECTED
-    context = engine_context(settings())
+    context = engine_context(config)
     envelopes = [run_job(args.kind, job, context) for job in jobs]
     if is_array:
         print_json([e.as_dict() for e in envelopes], args.pretty)

@@ -1,6 +1,6 @@
 """What the policy modules know about each account, computed once per job.
 
-Costs (docs/contract.md#launch_select, the seed's "cost per realm, per hour, for each hardware
+Costs (the contract, and the seed's "cost per realm, per hour, for each hardware
 profile, for each provider account"): a candidate costs its account's
 ``cost_per_hour`` plus Σ amount * the provider's price per unit-hour over its
 allocations (a class without a price costs nothing). An account's cost is the mean
@@ -12,8 +12,9 @@ hardware-profile price across a deployment.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
@@ -28,6 +29,22 @@ cost 0, enabled."""
 
 # A price times a huge amount can overflow; the largest float keeps every formula finite.
 MAX_COST = sys.float_info.max
+
+
+class ExpressionClock:
+    """The one wall-time budget every ``expression`` module of a job shares
+    (``limits.yaql_job_seconds``), started by the first module that asks."""
+
+    __slots__ = ("deadline",)
+
+    def __init__(self) -> None:
+        self.deadline: float | None = None
+
+    def remaining(self, budget: float) -> float:
+        now = time.monotonic()
+        if self.deadline is None:
+            self.deadline = now + budget
+        return max(0.0, self.deadline - now)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +62,7 @@ class Facts:
     free_share: FloatArray | None
     now: datetime
     limits: Limits
+    expression_clock: ExpressionClock = field(default_factory=ExpressionClock)
 
     @classmethod
     def build(
@@ -99,17 +117,17 @@ def request_costs(
     0.0), which the candidates engine repeats exactly on its compact candidates
     (``CandidateSet.costs``). Not clamped: see :func:`finite_costs`.
     """
-    prices = {uuid: p.prices for uuid, p in providers.items() if p.prices}
+    prices = {uuid: p["prices"] for uuid, p in providers.items() if p["prices"]}
     price_of = prices.get
     out: list[float] = []
     append = out.append
     for request in requests:
-        total = base.get(request.account, 0.0)  # type: ignore[arg-type]
+        total = base.get(request["account"], 0.0)  # type: ignore[arg-type]
         if prices:
-            for uuid, alloc in request.allocations.items():
+            for uuid, alloc in request["allocations"].items():
                 price = price_of(uuid)
                 if price:
-                    for rc, amount in alloc.resources.items():
+                    for rc, amount in alloc["resources"].items():
                         total += amount * price.get(rc, 0.0)
         append(total)
     return out
