@@ -30,9 +30,9 @@ from typing import Any
 from celery.signals import task_postrun, task_prerun
 
 from apportion.codec import encode_text
+from apportion.workers.broker.gate import SENT_AT_HEADER
 from apportion.workers.logs import FIELDS
 from apportion.workers.metrics import jobs as job_metrics
-from apportion.workers.producer import SENT_AT_HEADER
 
 log = logging.getLogger("apportion.jobs")
 

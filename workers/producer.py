@@ -16,11 +16,12 @@ from celery import Celery
 
 from apportion.config.celeryconfig import celery_config
 from apportion.config.settings import Settings
+from apportion.workers.broker.gate import SENT_AT_HEADER
 
-# Message header with the UNIX time a producer sent the job: the worker measures the
+# The message header with the UNIX time a producer sent the job: the worker measures the
 # end-to-end latency from it (apportion_job_end_to_end_seconds). Optional; producers in
 # other languages may set it too (examples/node-producer does).
-SENT_AT_HEADER = "apportion_sent_at"
+__all__ = ["SENT_AT_HEADER", "producer_app", "sent_now"]
 
 
 def producer_app(settings: Settings) -> Celery:

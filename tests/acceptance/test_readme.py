@@ -205,8 +205,11 @@ def check_output(checkout: Checkout, cmd: str, stdout: str) -> None:
             (checkout.root / example.replace(".json", ".envelope.json")).read_text()
         )
         if envelope["kind"] == "launch_outcome":
+            # Whether the worker's failure history took it (examples/README.md).
             assert envelope["result"].pop("recorded") in (True, False)
+            envelope["result"].pop("skipped")
             expected["result"].pop("recorded")
+            expected["result"].pop("skipped")
         assert without_timing(envelope) == without_timing(expected)
     elif cmd.endswith("health"):
         assert stdout.startswith("healthy")
