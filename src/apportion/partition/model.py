@@ -9,7 +9,8 @@ Everything here follows the seed and shared/reference/bareon-partition.md:
   has ``best_with_disks`` and the disk is in it, or has none and the disk is in
   nobody's; ``unallocated`` gets exactly 1 (its index still consumes a term);
 * fair shares: spaces with equal ``(min_size, max_size, best_with_disks)`` form a group
-  whose totals keep the ratio of their weights.
+  whose totals keep the ratio of their weights; ``best_with_disks`` as declared, so
+  a space whose selection found no disk stays apart from spaces that name none.
 
 Two group rules go beyond the reference, both documented in :func:`fair_share_groups`.
 """
@@ -77,6 +78,12 @@ def order_sequence(n: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
 def fair_share_groups(spaces: Sequence[Space]) -> tuple[Group, ...]:
     """Group spaces by equal (min_size, max_size, best_with_disks), as the reference does.
 
+    The key holds best_with_disks as declared (:attr:`Space.best_with_disks`): a space
+    that asked for, say, the SSDs of a node that has none differs in what it asked
+    from one that asked nothing, so the two keep no ratio (one 100 MiB hdd, ``a``
+    without keys then ``b`` preferring the absent SSDs: a = 100, b = 0, not 50/50).
+    For the objective both mean "no preference".
+
     Beyond the reference:
 
     * A space with a fixed size (``size: N``, or min = max) joins no group: its size is
@@ -94,7 +101,7 @@ def fair_share_groups(spaces: Sequence[Space]) -> tuple[Group, ...]:
         if space.fixed or space.weight == 0:
             continue
         high = math.inf if space.max_size is None else float(space.max_size)
-        buckets.setdefault((space.min_size, high, space.best_with), []).append(s)
+        buckets.setdefault((space.min_size, high, space.best_with_disks), []).append(s)
     groups = []
     for members in buckets.values():
         if len(members) < 2:

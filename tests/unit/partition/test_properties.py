@@ -32,7 +32,7 @@ class Spec:
     low: int
     high: int | None
     weight: Fraction
-    best_with: frozenset[str] | None
+    best_with: frozenset[str] | None  # as declared: empty when the list names no disk
 
     @property
     def fixed(self) -> bool:
@@ -76,7 +76,7 @@ def jobs(draw: st.DrawFn) -> tuple[dict[str, Any], list[Spec], dict[str, int]]:
                 low,
                 high,
                 Fraction(str(weight)),
-                frozenset(chosen) if chosen else None,
+                None if chosen is None else frozenset(chosen),
             )
         )
     lvs = [{"id": s.id} for s in specs if s.type == "lv"]
