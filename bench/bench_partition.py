@@ -125,7 +125,7 @@ def _phases(job: dict[str, Any], repeat: int) -> dict[str, float]:
         t = lap("model + feasibility", t)
         relaxed = lp.solve(problem)
         assert relaxed is not None
-        t = lap("LP (HiGHS linprog)", t)
+        t = lap("LP (HiGHS)", t)
         whole = integer.solve(problem, relaxed, time_limit=10)
         t = lap(f"integer step ({whole.method})", t)
         convert.to_result(parsed, resolved, problem, whole.x).model_dump(mode="json")
