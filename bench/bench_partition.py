@@ -134,15 +134,16 @@ def _phases(job: dict[str, Any], repeat: int) -> dict[str, float]:
 
 
 def _fork_cost(repeat: int) -> float:
-    """Median ms of a yaql batch of one trivial expression: fork, pipe, JSON, reap."""
+    """Median ms of a yaql batch of one trivial expression the cost check leaves to a
+    child (``range`` is never proven cheap): fork, pipe, JSON, reap."""
     from apportion.limits import DEFAULT_LIMITS
     from apportion.yaql_eval import evaluate_batch
 
-    evaluate_batch({"x": "1"}, {}, DEFAULT_LIMITS)
+    evaluate_batch({"x": "range(0, 1).len()"}, {}, DEFAULT_LIMITS)
     wall = []
     for _ in range(repeat):
         started = time.perf_counter()
-        evaluate_batch({"x": "1"}, {}, DEFAULT_LIMITS)
+        evaluate_batch({"x": "range(0, 1).len()"}, {}, DEFAULT_LIMITS)
         wall.append((time.perf_counter() - started) * 1000)
     return statistics.median(wall)
 
