@@ -67,16 +67,18 @@ def _search(
     """Depth first from ``root``'s nodes: the best whole multipliers, or None."""
     n, g = problem.variables, len(problem.groups)
     columns = np.arange(n, n + g, dtype=np.int32)
-    stack, best, lost_basis = root, None, False
+    stack: list[_Node] = root
+    best: _Best | None = None
     while stack:
         if time.monotonic() > deadline:
             raise TimeoutError
         node = stack.pop()
-        if lost_basis:  # an infeasible node leaves no basis to start the next one from
-            solver.setBasis(node.start)
+        # From the parent's optimum a bound change takes a few pivots; from wherever the
+        # last node (a sibling's subtree, or an infeasible one) left off it can take as
+        # many as a solve from scratch.
+        solver.setBasis(node.start)
         solver.changeColsBounds(g, columns, node.lower, node.upper)
         x = highs.run(solver)
-        lost_basis = x is None
         if x is None:
             continue
         value = float(problem.objective @ x[:n])
