@@ -34,9 +34,9 @@ from typing import Any
 from apportion.contracts import Envelope
 from apportion.contracts.launch import LaunchSelectJob
 from apportion.engine import Context, run
+from apportion.engine_settings import load_default_policy
 from apportion.launch import solve
 from apportion.limits import DEFAULT_LIMITS, Limits
-from config.policy import load_default_policy
 
 NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
 SHARES = "MISC_SHARES_VIA_AGGREGATE"

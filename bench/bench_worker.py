@@ -33,9 +33,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from config.settings import Settings  # noqa: E402
+from apportion.config.settings import Settings  # noqa: E402
+from apportion.workers.app import create_app  # noqa: E402
 from tests.support.processes import RedisServer, Worker, free_port  # noqa: E402
-from workers.app import create_app  # noqa: E402
 
 SMALL_PARTITION = {
     "schema": [
@@ -126,7 +126,7 @@ class Round:
 
 # Both kinds saturate the CPUs (~0.9 busy). A round far below that measures something
 # else than the worker's cost: it was mostly the transport's event-loop stall, fixed on
-# 2026-11-24 (workers/transport.py, fix 4; earlier pages blamed the VM), and can still be
+# 2026-11-24 (workers/broker/transport.py, fix 4; earlier pages blamed the VM), and can still be
 # the VM pausing. Such a pair is left out of the verdict (and printed), so a stall shows
 # instead of skewing the ratio.
 STALLED_BELOW = 0.6

@@ -41,10 +41,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from config.settings import Settings  # noqa: E402
+from apportion.config.settings import Settings  # noqa: E402
+from apportion.workers.app import create_app  # noqa: E402
 from tests.support.jobs import VARIANTS, mixed_jobs, queued_and_unacked  # noqa: E402
 from tests.support.processes import RedisServer, Worker, free_port  # noqa: E402
-from workers.app import create_app  # noqa: E402
 
 # Mostly small and cheap jobs; partition (a forked yaql child and an LP) least often.
 WEIGHTS = {

@@ -1,5 +1,5 @@
 """Service configuration: settings from the environment, Celery configuration, default policy."""
 
-from config.settings import QUEUES, Queue, Settings, TimeLimit, TimeLimits, get_settings
+from apportion.config.settings import Settings, TimeLimit, get_settings
 
-__all__ = ["QUEUES", "Queue", "Settings", "TimeLimit", "TimeLimits", "get_settings"]
+__all__ = ["Settings", "TimeLimit", "get_settings"]

@@ -9,30 +9,15 @@ from typing import Any
 
 from kombu import Exchange, Queue
 
-from config.settings import QUEUES, Settings
-
-# Task name → queue. Producers in any language send by these names (SPEC.md §2).
-TASK_QUEUES: dict[str, str] = {
-    "apportion.auto_attach": "attach",
-    "apportion.guest_host_attach": "attach",
-    "apportion.launch_select": "launch",
-    "apportion.partition": "partition",
-    "apportion.launch_outcome": "events",
-}
-
-# Queues whose jobs can run long: prefetching more than one message there would let a
-# busy worker sit on jobs another idle worker could run (and lose them to redelivery
-# delays if it dies).
-LONG_QUEUES = ("attach", "launch", "partition")
+from apportion import kinds
+from apportion.config.settings import Settings
 
 
-def task_time_limits(settings: Settings) -> dict[str, dict[str, float]]:
-    """Per-task soft/hard limits, taken from the task's queue."""
-    out = {}
-    for name, queue in TASK_QUEUES.items():
-        limit = settings.time_limits.for_queue(queue)  # type: ignore[arg-type]
-        out[name] = {"soft_time_limit": limit.soft, "time_limit": limit.hard}
-    return out
+def task_routes() -> dict[str, dict[str, str]]:
+    """Task name → queue, from the kinds registry. Producers send by these names."""
+    return {
+        k.task_name: {"queue": k.queue, "routing_key": k.queue} for k in kinds.REGISTRY.values()
+    }
 
 
 # How long a producer's send_task (and a worker's own retry/result writes) keep trying
@@ -48,8 +33,8 @@ PRODUCER_RETRY_POLICY: dict[str, float] = {
 }
 
 # kombu's Redis transport with a fix for a worker that stops consuming after a Redis
-# restart (workers/transport.py). Sentinel URLs keep kombu's own transport.
-FIXED_REDIS_TRANSPORT = "workers.transport:Transport"
+# restart (workers/broker/transport.py). Sentinel URLs keep kombu's own transport.
+FIXED_REDIS_TRANSPORT = "apportion.workers.broker.transport:Transport"
 
 
 def broker_transport(url: str) -> str | None:
@@ -123,12 +108,12 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # sent is redelivered after the visibility timeout and publishes nothing new.
         "worker_cancel_long_running_tasks_on_connection_loss": False,
         "worker_prefetch_multiplier": 1,
-        "task_queues": [Queue(q, exchange, routing_key=q) for q in QUEUES],
+        "task_queues": [Queue(q, exchange, routing_key=q) for q in kinds.queues()],
         "task_default_queue": "partition",
         "task_default_exchange": "apportion",
         "task_default_routing_key": "partition",
-        "task_routes": {name: {"queue": q, "routing_key": q} for name, q in TASK_QUEUES.items()},
-        "task_annotations": task_time_limits(settings),
+        # Per-task time limits are set on each task where it is registered (tasks/jobs.py).
+        "task_routes": task_routes(),
         # Flower and `celery events` need both.
         "worker_send_task_events": True,
         "task_send_sent_event": True,

@@ -10,15 +10,11 @@ boot, rather than discovered in production.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from apportion.limits import Limits
-
-Queue = Literal["attach", "launch", "partition", "events"]
-QUEUES: tuple[Queue, ...] = ("attach", "launch", "partition", "events")
+from apportion import kinds
+from apportion.engine_settings import EngineSettings
 
 
 class TimeLimit(BaseModel):
@@ -36,49 +32,27 @@ class TimeLimit(BaseModel):
         return self
 
 
-# One subclass per queue so an environment variable that sets only the hard limit
-# (APPORTION_TIME_LIMITS__PARTITION__HARD=300) keeps that queue's default soft limit.
-class AttachTimeLimit(TimeLimit):
-    soft: float = Field(60, gt=0)
-    hard: float = Field(90, gt=0)
+class TimeLimitOverride(BaseModel):
+    """An operator's limits for one queue; what is left out keeps the queue's default."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    soft: float | None = Field(None, gt=0)
+    hard: float | None = Field(None, gt=0)
 
 
-class LaunchTimeLimit(TimeLimit):
-    soft: float = Field(30, gt=0)
-    hard: float = Field(45, gt=0)
-
-
-class PartitionTimeLimit(TimeLimit):
-    soft: float = Field(60, gt=0)
-    hard: float = Field(90, gt=0)
-
-
-class EventsTimeLimit(TimeLimit):
-    soft: float = Field(10, gt=0)
-    hard: float = Field(20, gt=0)
-
-
-class TimeLimits(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    attach: AttachTimeLimit = AttachTimeLimit()
-    launch: LaunchTimeLimit = LaunchTimeLimit()
-    partition: PartitionTimeLimit = PartitionTimeLimit()
-    events: EventsTimeLimit = EventsTimeLimit()
-
-    def for_queue(self, queue: Queue) -> TimeLimit:
-        limit: TimeLimit = getattr(self, queue)
-        return limit
-
-    @property
-    def longest_hard(self) -> float:
-        return max(self.for_queue(q).hard for q in QUEUES)
-
-
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="APPORTION_", env_nested_delimiter="__", frozen=True, extra="ignore"
+def default_time_limit(queue: str) -> TimeLimit:
+    """A queue's default limits: the most generous of the kinds that run on it."""
+    on_queue = kinds.kinds_on(queue)
+    if not on_queue:
+        raise ValueError(f"no job kind runs on queue {queue!r}; queues are {kinds.queues()}")
+    return TimeLimit(
+        soft=max(k.soft_time_limit for k in on_queue), hard=max(k.time_limit for k in on_queue)
     )
+
+
+class Settings(EngineSettings):
+    """Everything a worker reads: the engine's settings and the service's own."""
 
     redis_url: str = "redis://127.0.0.1:6379/0"
     # Broker and result backend default to redis_url; split them when operators want to.
@@ -89,7 +63,9 @@ class Settings(BaseSettings):
     visibility_timeout: int = Field(3600, gt=0)
     # How often workers sweep for messages whose visibility timeout has passed (kombu).
     unacked_restore_interval: int = Field(10, gt=0)
-    time_limits: TimeLimits = TimeLimits()
+    # Per queue: APPORTION_TIME_LIMITS__PARTITION__HARD=120. Defaults come from the job
+    # kinds on the queue (apportion.kinds); an unknown queue name is refused at start-up.
+    time_limits: dict[str, TimeLimitOverride] = Field(default_factory=dict)
     result_expires: int = Field(86_400, gt=0, description="seconds results stay in the backend")
 
     stream_prefix: str = Field("apportion", min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
@@ -104,16 +80,12 @@ class Settings(BaseSettings):
     # Failure history: how long launch failures are kept (must cover every
     # failure_penalty window_hours; a longer window is clamped to this).
     failure_retention_hours: float = Field(24.0, gt=0, le=24 * 365)
-    # Launcher hook for launch_select: "none" (selection only) or "simulated" (demo and
-    # benchmarks: each account fails with its rate from simulated_failure_rates).
-    launcher: Literal["none", "simulated"] = "none"
+    # Launcher hook for launch_select, a name from workers/launch/launcher.py LAUNCHERS:
+    # "none" (selection only) or "simulated" (demo and benchmarks: each account fails
+    # with its rate from simulated_failure_rates). Checked when the worker boots.
+    launcher: str = "none"
     simulated_failure_rates: dict[str, float] = Field(default_factory=dict)
     launch_attempts: int = Field(3, ge=1, le=20)
-
-    limits: Limits = Limits()
-    default_policy_file: str | None = Field(
-        None, description="YAML file with the default launch policy (config/default_policy.yaml)"
-    )
 
     @property
     def broker(self) -> str:
@@ -123,9 +95,37 @@ class Settings(BaseSettings):
     def backend(self) -> str:
         return self.result_backend or self.redis_url
 
+    def time_limit(self, queue: str) -> TimeLimit:
+        """The effective limits of ``queue``: its default with the operator's override."""
+        default = default_time_limit(queue)
+        override = self.time_limits.get(queue)
+        if override is None:
+            return default
+        return TimeLimit(
+            soft=override.soft if override.soft is not None else default.soft,
+            hard=override.hard if override.hard is not None else default.hard,
+        )
+
+    @property
+    def longest_hard_limit(self) -> float:
+        return max(self.time_limit(q).hard for q in kinds.queues())
+
+    @model_validator(mode="after")
+    def _kinds_and_their_queues(self) -> Settings:
+        kinds.load_modules(self.kind_modules)  # no-op if EngineSettings' validator ran first
+        unknown = sorted(set(self.time_limits) - set(kinds.queues()))
+        if unknown:
+            raise ValueError(
+                f"APPORTION_TIME_LIMITS names unknown queue(s) {unknown}; "
+                f"queues are {list(kinds.queues())}"
+            )
+        for queue in self.time_limits:
+            self.time_limit(queue)  # soft below hard, after the override
+        return self
+
     @model_validator(mode="after")
     def _visibility_outlasts_every_task(self) -> Settings:
-        longest = self.time_limits.longest_hard
+        longest = self.longest_hard_limit
         if self.visibility_timeout <= longest:
             raise ValueError(
                 f"APPORTION_VISIBILITY_TIMEOUT={self.visibility_timeout} must be longer than the "

@@ -1,10 +1,9 @@
-"""Celery tasks: thin adapters, validate → engine → publish.
+"""Celery tasks: thin adapters, validate → engine → hooks → publish.
 
-A task exists for a kind only when its engine does (``apportion.engine.available_kinds``):
-a producer sending ``apportion.auto_attach`` to a worker without that engine gets
-Celery's "unregistered task" refusal, not a pretend answer.
+One task per job kind in the registry (:mod:`apportion.kinds`), named
+``apportion.<kind>``, with its queue's time limits.
 """
 
-from tasks.jobs import register
+from apportion.tasks.jobs import register
 
 __all__ = ["register"]

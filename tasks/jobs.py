@@ -3,35 +3,33 @@
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 from celery import Celery, Task
 from celery.exceptions import Reject, SoftTimeLimitExceeded
 
-from apportion import ENGINE_VERSION
-from apportion.contracts import Envelope, ErrorDetail, ErrorInfo, Kind
-from apportion.engine import available_kinds, run
+from apportion import ENGINE_VERSION, kinds
+from apportion.config.settings import Settings
+from apportion.contracts import Envelope, ErrorDetail, ErrorInfo
+from apportion.engine import run
 from apportion.errors import InfrastructureError
-from config.celeryconfig import TASK_QUEUES
-from workers.launcher import launch_with_retries
-from workers.runtime import Runtime, get_runtime, utcnow
+from apportion.kinds import JobKind
+from apportion.tasks.hooks import hooks_for
+from apportion.workers.runtime import Runtime, get_runtime
 
 log = logging.getLogger("apportion.tasks")
 
 
-def task_name(kind: Kind) -> str:
-    return f"apportion.{kind}"
-
-
-def _time_limit_envelope(kind: Kind, job: Any, task: Task, rt: Runtime) -> Envelope:
-    job_id = job.get("job_id") if isinstance(job, dict) else None
-    queue = TASK_QUEUES[task_name(kind)]
-    soft = rt.settings.time_limits.for_queue(queue).soft  # type: ignore[arg-type]
+def _time_limit_envelope(kind: JobKind, job: Any, task: Task, rt: Runtime) -> Envelope:
+    job_id = job.get(kind.id_field) if isinstance(job, dict) else None
+    queue = kind.queue
+    soft = rt.settings.time_limit(queue).soft
     # A job that outgrows the time limit will do so again: it is the job's size, not a
     # passing fault, so it is answered (and never retried).
     return Envelope(
         job_id=job_id if isinstance(job_id, str) else task.request.id,
-        kind=kind,
+        kind=kind.name,
         status="rejected",
         error=ErrorInfo(
             code="time_limit",
@@ -102,26 +100,24 @@ def _requeue(reason: str) -> Exception:
     return requeue
 
 
-def _solve(task: Task, kind: Kind, job: Any, rt: Runtime) -> Envelope:
-    envelope = run(
-        kind, job, rt.context(), job_id=task.request.id, reraise=(SoftTimeLimitExceeded,)
-    )
-    if kind == "launch_select" and rt.launcher is not None and isinstance(job, dict):
-        envelope = launch_with_retries(
-            envelope,
-            job,
-            launcher=rt.launcher,
-            history=rt.failures,
-            attempts=rt.settings.launch_attempts,
-            now=utcnow,
-            reselect=lambda again: run(
-                kind, again, rt.context(), job_id=envelope.job_id, reraise=(SoftTimeLimitExceeded,)
-            ),
+def _solve(task: Task, kind: JobKind, job: Any, rt: Runtime) -> Envelope:
+    def rerun(again: Any, job_id: str | None = None) -> Envelope:
+        return run(
+            kind.name,
+            again,
+            rt.context(),
+            job_id=job_id or task.request.id,
+            reraise=(SoftTimeLimitExceeded,),
         )
+
+    envelope = rerun(job)
+    for hook in hooks_for(kind.hooks):
+        # A re-run answers under the first answer's job id (the job's, or the task id).
+        envelope = hook(envelope, job, rt, partial(rerun, job_id=envelope.job_id))
     return envelope
 
 
-def execute(task: Task, kind: Kind, job: Any) -> dict[str, Any]:
+def execute(task: Task, kind: JobKind, job: Any) -> dict[str, Any]:
     rt = get_runtime()
     try:
         envelope = _solve(task, kind, job, rt)
@@ -133,34 +129,34 @@ def execute(task: Task, kind: Kind, job: Any) -> dict[str, Any]:
         log.info(
             "job %s (%s) %s: %s",
             envelope.job_id,
-            kind,
+            kind.name,
             envelope.status,
             envelope.error.message if envelope.error else "",
         )
     publish_or_retry(task, rt, envelope)
-    return envelope.model_dump(mode="json")
+    return envelope.as_dict()
 
 
 def _bad_arguments(
-    kind: Kind, task: Task, args: tuple[Any, ...], kwargs: dict[str, Any]
+    kind: JobKind, task: Task, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Envelope:
     """The answer to a message whose arguments are not the one job SPEC.md §3 sends."""
     return Envelope(
         job_id=task.request.id,
-        kind=kind,
+        kind=kind.name,
         status="rejected",
         error=ErrorInfo(
             code="invalid_message",
-            message=f"{task_name(kind)} takes exactly one argument, the job object; "
+            message=f"{kind.task_name} takes exactly one argument, the job object; "
             f"got {len(args)} positional and {len(kwargs)} keyword arguments",
-            details=[ErrorDetail(path="args", message="send args=[job] and no kwargs")],
+            details=(ErrorDetail(path="args", message="send args=[job] and no kwargs"),),
         ),
         engine_version=ENGINE_VERSION,
         elapsed_ms=0.0,
     )
 
 
-def _make(kind: Kind) -> Any:
+def _make(kind: JobKind) -> Any:
     def job_task(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
         # Any arity is accepted so that a producer's mistake (two jobs in args, the
         # job as a keyword) is answered with a rejected result like any bad job,
@@ -170,27 +166,31 @@ def _make(kind: Kind) -> Any:
         if not args and set(kwargs) == {"job"}:
             return execute(self, kind, kwargs["job"])
         envelope = _bad_arguments(kind, self, args, kwargs)
-        log.info("job %s (%s) rejected: %s", envelope.job_id, kind, envelope.error)
+        log.info("job %s (%s) rejected: %s", envelope.job_id, kind.name, envelope.error)
         publish_or_retry(self, get_runtime(), envelope)
-        return envelope.model_dump(mode="json")
+        return envelope.as_dict()
 
-    job_task.__name__ = kind
-    job_task.__qualname__ = kind
-    job_task.__doc__ = f"Run one {kind} job (SPEC.md §2) and publish its result event."
+    job_task.__name__ = kind.name
+    job_task.__qualname__ = kind.name
+    job_task.__doc__ = f"Run one {kind.name} job ({kind.summary}) and publish its result event."
     return job_task
 
 
-def register(app: Celery) -> None:
-    """Register a task on ``app`` for every kind whose engine exists."""
-    for kind in available_kinds():
+def register(app: Celery, settings: Settings) -> None:
+    """Register one task per registered job kind on ``app``, with its queue's limits."""
+    for kind in kinds.REGISTRY.values():
+        hooks_for(kind.hooks)  # an unknown hook stops the worker here, not on a job
+        limit = settings.time_limit(kind.queue)
         # shared=False: tasks belong to this app only (the demo builds a second app).
         # resultrepr_maxsize: Celery reprs every return value for its "succeeded" log
-        # line before deciding what to log; a whole result is up to 1 KiB of repr per
-        # job (~4 % of a small job's time in the worker, bench/worker.md) and floods the
-        # log. Celery walks the value token by token until the limit (45 µs for a small
-        # partition envelope at 200, 29 µs at 100; the result is also the text of the
-        # task-succeeded event). The envelope's first fields, job_id (a UUID), kind and
-        # status, fit in 100 characters.
+        # line and the task-succeeded event, walking it token by token up to the limit;
+        # the envelope's first fields (job_id, kind, status) fit in 100 characters.
         app.task(
-            name=task_name(kind), bind=True, typing=False, shared=False, resultrepr_maxsize=100
+            name=kind.task_name,
+            bind=True,
+            typing=False,
+            shared=False,
+            resultrepr_maxsize=100,
+            soft_time_limit=limit.soft,
+            time_limit=limit.hard,
         )(_make(kind))

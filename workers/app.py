@@ -1,4 +1,4 @@
-"""The Celery application: ``celery -A workers.app worker -Q attach,launch,partition,events``."""
+"""The Celery application: ``celery -A apportion.workers.app worker -Q QUEUES``."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_init
 
-from config.celeryconfig import celery_config
-from config.settings import Settings, get_settings
+from apportion.config.celeryconfig import celery_config
+from apportion.config.settings import Settings, get_settings
 
 
 def create_app(
@@ -21,7 +21,7 @@ def create_app(
     ``memory://``); everything else — serializers, acks, limits, routes — is the
     production configuration.
     """
-    from tasks import register
+    from apportion.tasks import register
 
     settings = settings or get_settings()
     celery = Celery("apportion", set_as_current=False)
@@ -31,7 +31,7 @@ def create_app(
     if backend:
         conf["result_backend"] = backend
     celery.config_from_object(conf)
-    register(celery)
+    register(celery, settings)
     return celery
 
 
@@ -45,12 +45,14 @@ def warm_up(settings: Settings) -> None:
     in the worker's main process before the pool forks, the children inherit it all,
     and a broken default policy stops the worker at boot instead of failing jobs.
     """
-    from apportion.engine import available_kinds, solver_for
+    from apportion import kinds
+    from apportion.engine_settings import load_default_policy
+    from apportion.workers.launch.launcher import make_launcher
     from apportion.yaql_eval import warm_up as warm_up_yaql
-    from config.policy import load_default_policy
 
-    for kind in available_kinds():
-        solver_for(kind)
+    for kind in kinds.REGISTRY.values():
+        kind.load_solver()
+    make_launcher(settings)  # an unknown APPORTION_LAUNCHER stops the worker at boot
     warm_up_yaql(settings.limits)
     load_default_policy(settings.default_policy_file)
 

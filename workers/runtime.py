@@ -14,15 +14,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from apportion.config.settings import Settings, get_settings
 from apportion.contracts.events import LaunchOutcomeJob
 from apportion.engine import Context
-from config.policy import engine_context
-from config.settings import Settings, get_settings
-from workers.failure_store import FailureHistory, FailureStore
-from workers.keys import Keys
-from workers.launcher import Launcher, make_launcher
-from workers.publisher import ResultPublisher, StreamPublisher
-from workers.redis_client import get_redis
+from apportion.engine_settings import engine_context
+from apportion.workers.history.failure_store import FailureHistory, FailureStore
+from apportion.workers.launch.launcher import Launcher, make_launcher
+from apportion.workers.redis.client import get_redis
+from apportion.workers.redis.keys import Keys
+from apportion.workers.results.publisher import ResultPublisher, StreamPublisher
 
 
 def utcnow() -> datetime:

@@ -13,13 +13,12 @@ timeout), 2 = usage error (unknown kind, unreadable file).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from apportion.contracts import KINDS
+from apportion import kinds
 from apportion.errors import Rejected
 
 if TYPE_CHECKING:
@@ -50,12 +49,20 @@ def _read_input(source: str) -> str:
         raise UsageError(f"{source} is not UTF-8 text: {exc}") from exc
 
 
-def _print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+def _print_json(data: Any, pretty: bool | None = None) -> None:
+    """Write ``data`` as JSON: compact for programs, indented on a terminal or when asked."""
+    from apportion.codec import encode
+
+    if pretty is None:
+        pretty = sys.stdout.isatty()
+    sys.stdout.flush()
+    sys.stdout.buffer.write(encode(data, pretty=pretty) + b"\n")
+    sys.stdout.buffer.flush()
 
 
 def _settings() -> Any:
-    from config.settings import get_settings
+    """The worker's settings (commands that reach Redis)."""
+    from apportion.config.settings import get_settings
 
     try:
         return get_settings()
@@ -63,11 +70,21 @@ def _settings() -> Any:
         raise UsageError(f"invalid APPORTION_* configuration: {exc}") from exc
 
 
+def _engine_settings() -> Any:
+    """What answering a job in-process needs (solve, explain): no service packages."""
+    from apportion.engine_settings import EngineSettings
+
+    try:
+        return EngineSettings()
+    except ValueError as exc:
+        raise UsageError(f"invalid APPORTION_* configuration: {exc}") from exc
+
+
 def _jobs_from_text(kind: str, text: str) -> tuple[list[Any], bool, Envelope | None]:
     """Parse the input: (jobs, was_array, rejection envelope if the text is not JSON)."""
     from apportion.engine import parse_json_text, run
 
-    settings = _settings()
+    settings = _engine_settings()
     try:
         data = parse_json_text(text, settings.limits)
     except Rejected:
@@ -77,16 +94,9 @@ def _jobs_from_text(kind: str, text: str) -> tuple[list[Any], bool, Envelope | N
     return [data], False, None
 
 
-def _check_kind(kind: str, *, need_engine: bool = True) -> None:
-    from apportion.engine import UnknownKind, solver_for
-
-    if kind not in KINDS:
-        raise UsageError(f"unknown kind {kind!r}; choose one of: {', '.join(KINDS)}")
-    if need_engine:
-        try:
-            solver_for(kind)
-        except UnknownKind as exc:
-            raise UsageError(str(exc)) from exc
+def _check_kind(kind: str) -> None:
+    if kind not in kinds.REGISTRY:
+        raise UsageError(f"unknown kind {kind!r}; choose one of: {', '.join(kinds.names())}")
 
 
 # ---- solve --------------------------------------------------------------------------
@@ -94,20 +104,20 @@ def _check_kind(kind: str, *, need_engine: bool = True) -> None:
 
 def cmd_solve(args: argparse.Namespace) -> int:
     from apportion.engine import run
-    from config.policy import engine_context
+    from apportion.engine_settings import engine_context
 
+    settings = _engine_settings()  # first: it loads a deployment's own kinds
     _check_kind(args.kind)
     text = _read_input(args.file)
     jobs, is_array, bad = _jobs_from_text(args.kind, text)
     if bad is not None:
-        _print_json(bad.model_dump(mode="json"))
+        _print_json(bad.as_dict(), args.pretty)
         return EXIT_REJECTED
-    settings = _settings()
     envelopes = [run(args.kind, job, engine_context(settings)) for job in jobs]
     if is_array:
-        _print_json([e.model_dump(mode="json") for e in envelopes])
+        _print_json([e.as_dict() for e in envelopes], args.pretty)
         return EXIT_OK
-    _print_json(envelopes[0].model_dump(mode="json"))
+    _print_json(envelopes[0].as_dict(), args.pretty)
     return STATUS_EXIT[envelopes[0].status]
 
 
@@ -122,12 +132,12 @@ def cmd_submit(args: argparse.Namespace) -> int:
     text = _read_input(args.file)
     jobs, is_array, bad = _jobs_from_text(args.kind, text)
     if bad is not None:
-        _print_json(bad.model_dump(mode="json"))
+        _print_json(bad.as_dict(), args.pretty)
         return EXIT_REJECTED
 
-    from workers.app import app
+    from apportion.workers.app import app
 
-    name = f"apportion.{args.kind}"
+    name = kinds.get(args.kind).task_name
     try:
         # Fail fast and clearly when Redis is down, instead of Celery's long retry loops.
         with app.connection_for_write() as conn:
@@ -143,7 +153,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     if not args.wait:
         ids = [r.id for r in results]
-        _print_json(ids if is_array else ids[0])
+        _print_json(ids if is_array else ids[0], args.pretty)
         return EXIT_OK
     envelopes: list[dict[str, Any]] = []
     try:
@@ -159,9 +169,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
         print(f"apportion submit: task failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_FAILED
     if is_array:
-        _print_json(envelopes)
+        _print_json(envelopes, args.pretty)
         return EXIT_OK
-    _print_json(envelopes[0])
+    _print_json(envelopes[0], args.pretty)
     return STATUS_EXIT.get(str(envelopes[0].get("status")), EXIT_FAILED)
 
 
@@ -169,7 +179,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from workers.app import app
+    from apportion.workers.app import app
 
     argv = ["worker", "-Q", args.queues, "--loglevel", args.loglevel, *args.celery_args]
     app.worker_main(argv)
@@ -177,10 +187,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_events(args: argparse.Namespace) -> int:
-    from workers.events_cli import follow
+    from apportion.workers.results.events_cli import follow
 
     return follow(
-        kinds=args.kind or list(KINDS),
+        kinds=args.kind or list(kinds.names()),
         group=args.group,
         consumer=args.consumer,
         count=args.count,
@@ -191,7 +201,7 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from workers.demo import run_demo
+    from apportion.workers.demo.runner import run_demo
 
     return run_demo(as_json=args.json)
 
@@ -200,12 +210,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from apportion.engine import parse_json_text, run
+    from apportion.engine_settings import engine_context
     from apportion.explain import PlotUnavailable, explain
-    from config.policy import engine_context
 
     text = _read_input(args.file)
     try:
-        data = parse_json_text(text, _settings().limits)
+        data = parse_json_text(text, _engine_settings().limits)
     except Rejected as exc:
         raise UsageError(exc.message) from exc
     if not isinstance(data, dict):
@@ -214,7 +224,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         envelope: dict[str, Any] = data
     elif args.kind:
         _check_kind(args.kind)
-        envelope = run(args.kind, data, engine_context(_settings())).model_dump(mode="json")
+        envelope = run(args.kind, data, engine_context(_engine_settings())).as_dict()
     else:
         raise UsageError("FILE is not a result envelope; pass --kind to solve it as a job")
     out = Path(args.out) if args.out else None
@@ -233,10 +243,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from apportion.contracts import job_schema, result_schema
+    from apportion.schemas import job_schema, result_schema
 
-    _check_kind(args.kind, need_engine=False)
-    _print_json(result_schema(args.kind) if args.result else job_schema(args.kind))
+    _check_kind(args.kind)
+    _print_json(result_schema(args.kind) if args.result else job_schema(args.kind), args.pretty)
     return EXIT_OK
 
 
@@ -251,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("solve", help="run the engine on a job file and print the envelope")
-    p.add_argument("kind", help=f"one of: {', '.join(KINDS)}")
+    p.add_argument("kind", help=f"one of: {', '.join(kinds.names())}")
     p.add_argument("file", help="job JSON file, or - for stdin (a JSON array runs each job)")
     p.set_defaults(func=cmd_solve)
 
@@ -266,13 +276,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_submit)
 
     p = sub.add_parser("worker", help="run a Celery worker (extra args go to celery)")
-    p.add_argument("-Q", "--queues", default="attach,launch,partition,events")
+    p.add_argument("-Q", "--queues", default=",".join(kinds.queues()))
     p.add_argument("--loglevel", default="INFO")
     p.add_argument("celery_args", nargs=argparse.REMAINDER)
     p.set_defaults(func=cmd_worker)
 
     p = sub.add_parser("events", help="follow the result streams with a consumer group")
-    p.add_argument("--kind", action="append", choices=KINDS, help="repeatable; default all")
+    p.add_argument("--kind", action="append", choices=kinds.names(), help="repeatable; default all")
     p.add_argument("--group", default=None, help="consumer group (default apportion-subscribers)")
     p.add_argument("--consumer", default=None, help="consumer name (default host-pid)")
     p.add_argument("--count", type=int, default=None, help="exit after this many events")
@@ -300,6 +310,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("kind")
     p.add_argument("--result", action="store_true", help="the result envelope's schema instead")
     p.set_defaults(func=cmd_schema)
+    for name in ("solve", "submit", "schema"):
+        sub.choices[name].add_argument(
+            "--pretty",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="indent the JSON (default: only when writing to a terminal)",
+        )
     return parser
 
 

@@ -15,8 +15,6 @@ decided in one place:
 
 from __future__ import annotations
 
-import functools
-import importlib
 import json
 import logging
 import time
@@ -27,8 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from apportion import ENGINE_VERSION
-from apportion.contracts import JOB_MODELS, KINDS, Envelope, ErrorDetail, ErrorInfo, Kind
+from apportion import ENGINE_VERSION, kinds
+from apportion.contracts import Envelope, ErrorDetail, ErrorInfo
 from apportion.contracts.policy import user_loc
 from apportion.errors import (
     DomainError,
@@ -73,41 +71,6 @@ class Context:
 # An engine returns its result as plain JSON data (dicts, lists, str, int, float, bool,
 # None), or as a pydantic model that is dumped here.
 Solver = Callable[[Any, Context], BaseModel | dict[str, Any]]
-
-# kind → "module:function". Imported lazily so `apportion --help` does not load scipy.
-# A kind appears here only once its engine exists; tasks and the CLI refuse the others.
-_SOLVERS: dict[Kind, str] = {
-    "partition": "apportion.partition:solve",
-    "launch_select": "apportion.launch:solve",
-    "auto_attach": "apportion.attach:solve_auto_attach",
-    "launch_outcome": "apportion.outcome:solve",
-    "guest_host_attach": "apportion.attach:solve_guest_host_attach",
-}
-
-
-class UnknownKind(ValueError):
-    """The kind is not one of SPEC.md's, or its engine has not landed yet."""
-
-
-def available_kinds() -> tuple[Kind, ...]:
-    return tuple(k for k in KINDS if k in _SOLVERS)
-
-
-def solver_for(kind: str) -> Solver:
-    if kind not in KINDS:
-        raise UnknownKind(f"unknown job kind {kind!r}; kinds are {', '.join(KINDS)}")
-    target = _SOLVERS.get(kind)
-    if target is None:
-        raise UnknownKind(f"the {kind} engine is not available in this version")
-    return _load(target)
-
-
-@functools.cache
-def _load(target: str) -> Solver:
-    """The engine function ``module:attr`` (imported once; import_module is not free)."""
-    module_name, _, attr = target.partition(":")
-    solve: Solver = getattr(importlib.import_module(module_name), attr)
-    return solve
 
 
 def parse_json_text(text: str | bytes, limits: Limits = DEFAULT_LIMITS) -> Any:
@@ -218,20 +181,19 @@ def shape_problem(payload: Any, limits: Limits) -> Problem | None:
     return None
 
 
-def validate(kind: Kind, payload: Any, limits: Limits = DEFAULT_LIMITS) -> BaseModel:
+def validate(kind: str, payload: Any, limits: Limits = DEFAULT_LIMITS) -> BaseModel:
     """Validate ``payload`` against the contract model of ``kind`` or raise :class:`Rejected`."""
+    model = kinds.get(kind).job
     if not isinstance(payload, dict):
         raise Rejected.at("$", f"a {kind} job must be a JSON object, got {type(payload).__name__}")
     problem = shape_problem(payload, limits)
     if problem is not None:
         raise Rejected(f"{problem.path}: {problem.message}", [problem], code="too_large")
     try:
-        return JOB_MODELS[kind].model_validate(payload)
+        job: BaseModel = model.model_validate(payload)
+        return job
     except ValidationError as exc:
-        problems = _problems(exc)
-        first = problems[0]
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise Rejected(f"{first.path}: {first.message}{more}", problems) from None
+        raise Rejected.of(_problems(exc)) from None
     except RecursionError:
         raise Rejected.at("$", "job nested too deeply") from None
 
@@ -245,12 +207,10 @@ def _error(exc: DomainError) -> ErrorInfo:
     )
 
 
-def _payload_job_id(kind: str, payload: Any) -> str | None:
+def _payload_job_id(spec: kinds.JobKind, payload: Any) -> str | None:
     """The idempotency key a payload carries: its job_id (an event's event_id)."""
     if isinstance(payload, dict):
-        # A launch_outcome's job_id names the launch job it reports on, and one launch
-        # job can fail several times: each event is its own unit of work.
-        value = payload.get("event_id" if kind == "launch_outcome" else "job_id")
+        value = payload.get(spec.id_field)
         if isinstance(value, str) and 0 < len(value) <= 256:
             return value
     return None
@@ -264,24 +224,25 @@ def run(
     job_id: str | None = None,
     reraise: tuple[type[BaseException], ...] = (),
 ) -> Envelope:
-    """Validate, solve and wrap one job. Raises only :class:`UnknownKind` and ``reraise``.
+    """Validate, solve and wrap one job. Raises only :class:`~apportion.kinds.UnknownKind`
+    and ``reraise``.
 
     ``job_id`` is the fallback idempotency key (the Celery task id) used when the
     job carries none. ``reraise`` lets the caller keep exceptions that are its own
     business, such as Celery's soft time limit, out of the engine-bug branch.
     """
-    solve = solver_for(kind)
-    k: Kind = kind  # type: ignore[assignment]
+    spec = kinds.get(kind)
+    solve: Solver = spec.load_solver()
     ctx = ctx or Context()
     passthrough: tuple[type[BaseException], ...] = (InfrastructureError, *reraise)
     started = time.perf_counter()
-    resolved_id = _payload_job_id(kind, payload) or job_id
+    resolved_id = _payload_job_id(spec, payload) or job_id
 
     def envelope(**fields: Any) -> Envelope:
         elapsed = (time.perf_counter() - started) * 1000.0
         return Envelope(
             job_id=resolved_id,
-            kind=k,
+            kind=kind,
             engine_version=ENGINE_VERSION,
             elapsed_ms=round(elapsed, 3),
             **fields,
@@ -290,8 +251,8 @@ def run(
     try:
         if isinstance(payload, str | bytes):
             payload = parse_json_text(payload, ctx.limits)
-            resolved_id = _payload_job_id(kind, payload) or job_id
-        job = validate(k, payload, ctx.limits)
+            resolved_id = _payload_job_id(spec, payload) or job_id
+        job = validate(kind, payload, ctx.limits)
         # Serialising inside the try: a result the engine built from odd input must not
         # escape as an exception either.
         answer = solve(job, ctx)
@@ -317,12 +278,4 @@ def run(
     return envelope(status="ok", result=result)
 
 
-__all__ = [
-    "Context",
-    "UnknownKind",
-    "available_kinds",
-    "parse_json_text",
-    "run",
-    "solver_for",
-    "validate",
-]
+__all__ = ["Context", "parse_json_text", "run", "validate"]

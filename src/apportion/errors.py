@@ -60,6 +60,17 @@ class Rejected(DomainError):
         """A rejection with a single problem at ``path``; the message names the path."""
         return cls(f"{path}: {message}", [Problem(path, message)], code=code)
 
+    @classmethod
+    def of(
+        cls, problems: Iterable[Problem], *, found: int | None = None, code: str | None = None
+    ) -> Rejected:
+        """A rejection listing ``problems``; the message names the first and counts the rest.
+
+        ``found``: how many problems there were in all, when only some are listed.
+        """
+        listed = tuple(problems)
+        return cls(summary(listed, found), listed, code=code)
+
 
 class Infeasible(DomainError):
     """The job is valid but has no answer; the message says what a user can change."""
@@ -83,6 +94,14 @@ class InfrastructureError(ApportionError):
 
 class StoreUnavailable(InfrastructureError):
     """A Redis-backed store or publisher could not be reached."""
+
+
+def summary(problems: tuple[Problem, ...], found: int | None = None) -> str:
+    """``"schema[2].size: must be positive (and 3 more)"``: the first problem, then a count."""
+    first = problems[0]
+    others = (len(problems) if found is None else found) - 1
+    more = f" (and {others} more)" if others > 0 else ""
+    return f"{first.path}: {first.message}{more}"
 
 
 def json_path(loc: Iterable[str | int]) -> str:

@@ -4,6 +4,7 @@
   module (one pie per trace step), and a table of the final priority groups.
 * partition — the disk layout: a bar per disk, one colour per space, ``unallocated``
   hatched grey; and a table of disks × spaces.
+* the other kinds — a short summary on the console (no picture).
 
 The tables need nothing extra; the pictures use matplotlib, an optional extra
 (``pip install 'apportion[plot]'``), imported only when a picture is asked for. Output
@@ -193,21 +194,89 @@ def partition_chart(result: Mapping[str, Any], out: Path) -> Path:
     return out
 
 
+# ---- one explain function per kind (apportion.kinds: JobKind.explain) ----------------
+
+
+def _no_picture(kind: str, out: Path | None) -> None:
+    if out is not None:
+        raise ValueError(f"explain draws no picture of {kind} results; leave out --out")
+
+
+def explain_launch_select(
+    result: Mapping[str, Any], out: Path | None, console: Console
+) -> Path | None:
+    if result.get("selection") is None:
+        for i, request in enumerate(result["allocation_requests"]):
+            alloc = ", ".join(f"{rp}: {a['resources']}" for rp, a in request["allocations"].items())
+            console.print(f"  candidate {i}: {escape(alloc)}")
+        if out is not None:
+            raise ValueError("this result has no selection (a candidates-only job)")
+        return None
+    console.print(selection_table(result))
+    for attempt in result.get("attempts") or []:
+        verdict = "launched" if attempt["ok"] else f"failed ({attempt['reason']})"
+        console.print(f"  attempt {attempt['attempt']} on {attempt['account']}: {verdict}")
+    return selection_chart(result, out) if out else None
+
+
+def explain_partition(result: Mapping[str, Any], out: Path | None, console: Console) -> Path | None:
+    console.print(partition_table(result))
+    for vg in result.get("volume_groups", []):
+        pvs = ", ".join(f"{pv['disk_id']} {pv['size']}" for pv in vg["physical_volumes"])
+        console.print(f"  vg {vg['id']}: physical volumes {pvs or '—'}")
+    return partition_chart(result, out) if out else None
+
+
+def explain_auto_attach(
+    result: Mapping[str, Any], out: Path | None, console: Console
+) -> Path | None:
+    _no_picture("auto_attach", out)
+    console.print(f"  attach {result['pool_quantities']}")
+    console.print(
+        f"  covered {result['covered_products']}, uncovered {result['uncovered_products']}"
+    )
+    for pick in result["explanation"].get("picks", []):
+        console.print(f"  pick {pick['order']}: {pick['group']} — {pick['decided_by']}")
+    return None
+
+
+def explain_guest_host_attach(
+    result: Mapping[str, Any], out: Path | None, console: Console
+) -> Path | None:
+    _no_picture("guest_host_attach", out)
+    console.print(f"  host attaches {result['host_pool_quantities']}")
+    for pool in result["derived_pools"]:
+        quantity = "unlimited" if pool["quantity"] == -1 else pool["quantity"]
+        console.print(
+            f"  derived pool for the guest: {pool['id']} ({quantity}, provides "
+            f"{pool['provided_products']})"
+        )
+    console.print(f"  guest attaches {result['guest_pool_quantities']}")
+    return None
+
+
+def explain_launch_outcome(
+    result: Mapping[str, Any], out: Path | None, console: Console
+) -> Path | None:
+    _no_picture("launch_outcome", out)
+    console.print(f"  {result['account']} {result['outcome']}: recorded={result['recorded']}")
+    return None
+
+
 # ---- entry --------------------------------------------------------------------------
 
 
 def explain(envelope: Mapping[str, Any], out: Path | None, console: Console) -> Path | None:
     """Print the table for ``envelope``; render the picture to ``out`` when given."""
+    from apportion import kinds
+
     kind, status = envelope.get("kind"), envelope.get("status")
     if status != "ok":
         error = envelope.get("error") or {}
         console.print(f"{kind} job {envelope.get('job_id')}: {status} — {error.get('message')}")
         return None
-    result = envelope["result"]
-    if kind == "launch_select":
-        console.print(selection_table(result))
-        return selection_chart(result, out) if out else None
-    if kind == "partition":
-        console.print(partition_table(result))
-        return partition_chart(result, out) if out else None
-    raise ValueError(f"explain draws launch_select and partition results, not {kind}")
+    spec = kinds.get(str(kind))
+    if spec.explain is None:
+        raise ValueError(f"the {kind} kind has no explanation")
+    written: Path | None = kinds.load(spec.explain)(envelope["result"], out, console)
+    return written

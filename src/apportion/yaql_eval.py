@@ -114,11 +114,7 @@ class BatchResult:
     def raise_if_failed(self) -> None:
         """Raise :class:`Rejected` listing every failure by its name (a JSON path)."""
         if self.failures:
-            first = self.failures[0]
-            more = f" (and {len(self.failures) - 1} more)" if len(self.failures) > 1 else ""
-            raise Rejected(
-                f"{first.name}: {first.message}{more}", self.problems(), code="bad_expression"
-            )
+            raise Rejected.of(self.problems(), code="bad_expression")
 
 
 # ---- in-process part: engine, context, parsing ---------------------------------------

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -108,3 +110,16 @@ def test_schema_prints_the_job_schema_and_with_result_the_envelope_schema() -> N
     assert "hardware" in job["properties"]
     assert result["properties"]["status"]["enum"] == ["ok", "infeasible", "rejected"]
     assert "LaunchSelectResult" in result["$defs"]
+
+
+def test_solving_a_job_locally_imports_no_service_package_and_no_broker_client() -> None:
+    probe = (
+        "import sys; from apportion.cli import main; "
+        f"main(['solve', 'partition', {str(EXAMPLES / 'partition.json')!r}]); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('celery', 'kombu', 'redis') or m.startswith(('apportion.workers', "
+        "'apportion.tasks', 'apportion.config'))), file=sys.stderr)"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+
+    assert proc.stderr.strip().splitlines()[-1] == "[]"

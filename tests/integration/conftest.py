@@ -9,10 +9,10 @@ import pytest
 import redis
 from celery import Celery
 
-from config.settings import Settings
+from apportion.config.settings import Settings
+from apportion.workers.app import create_app
+from apportion.workers.redis.keys import Keys
 from tests.support.processes import RedisServer, Worker, running_worker
-from workers.app import create_app
-from workers.keys import Keys
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker]
 

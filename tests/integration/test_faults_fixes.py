@@ -14,11 +14,11 @@ from kombu import Connection
 from kombu.asynchronous import Hub
 from pydantic import ValidationError
 
-from config.celeryconfig import PRODUCER_RETRY_POLICY, broker_transport, celery_config
-from config.settings import Settings
+from apportion.config.celeryconfig import PRODUCER_RETRY_POLICY, broker_transport, celery_config
+from apportion.config.settings import Settings
+from apportion.workers.broker.transport import UNDELIVERED, Channel
+from apportion.workers.results.subscriber import StreamSubscriber
 from tests.support.processes import RedisServer
-from workers.subscriber import StreamSubscriber
-from workers.transport import UNDELIVERED, Channel
 
 pytestmark = [pytest.mark.redis]
 
@@ -94,9 +94,9 @@ def test_the_configuration_keeps_jobs_through_a_redis_restart() -> None:
 
     assert conf["worker_cancel_long_running_tasks_on_connection_loss"] is False
     assert conf["result_backend_always_retry"] is True
-    assert conf["broker_transport"] == "workers.transport:Transport"
+    assert conf["broker_transport"] == "apportion.workers.broker.transport:Transport"
     assert broker_transport("sentinel://h:26379") is None
-    assert broker_transport("rediss://h:6380/0") == "workers.transport:Transport"
+    assert broker_transport("rediss://h:6380/0") == "apportion.workers.broker.transport:Transport"
     assert options["unacked_mutex_expire"] <= 30
     assert options["socket_timeout"] > 0
     assert 10 <= window <= 30  # a producer rides out a restart, then gets an error

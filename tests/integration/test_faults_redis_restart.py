@@ -6,7 +6,7 @@ result backend. Producers while Redis is down: the CLI fails fast and clearly (o
 more connection attempts, succeeds once Redis is back); ``send_task`` keeps retrying for
 about 20 s (config/celeryconfig.py, PRODUCER_RETRY_POLICY) and succeeds once Redis is back.
 
-These tests found four faults, fixed in config/celeryconfig.py and workers/transport.py:
+These tests found four faults, fixed in config/celeryconfig.py and workers/broker/transport.py:
 a worker that stopped consuming for good after the restart (kombu), a job lost because its
 cancellation could not be recorded (worker_cancel_long_running_tasks_on_connection_loss),
 one read by the worker as the connection died and never recorded (kombu), and results
@@ -34,7 +34,8 @@ from typing import Any
 import pytest
 import redis
 
-from config.settings import Settings
+from apportion.config.settings import Settings
+from apportion.workers.app import create_app
 from tests.acceptance.cli import APPORTION, apportion
 from tests.conftest import load_example, own_redis_server
 from tests.integration.conftest import worker_env
@@ -49,14 +50,13 @@ from tests.support.jobs import (
     stored_results,
 )
 from tests.support.processes import RedisServer, Worker, wait_until
-from workers.app import create_app
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow]
 
 KINDS = {kind for kind, _ in VARIANTS.values()}
 # A job whose acknowledgement could not be sent during the outage is redelivered after
 # the visibility timeout: keep it short. Soft limits stay above the ~2.5 s a publish
-# keeps reconnecting inside one call (workers/redis_client.py).
+# keeps reconnecting inside one call (workers/redis/client.py).
 LIMITS = {
     "APPORTION_VISIBILITY_TIMEOUT": "14",
     "APPORTION_UNACKED_RESTORE_INTERVAL": "1",

@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from config.settings import Settings
+from apportion.config.settings import Settings
+from apportion.workers.app import create_app
 from tests.conftest import own_redis_server
 from tests.integration.conftest import worker_env
 from tests.support.jobs import (
@@ -39,7 +40,6 @@ from tests.support.jobs import (
     unacked_task_ids,
 )
 from tests.support.processes import RedisServer, Worker, wait_until
-from workers.app import create_app
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow]
 

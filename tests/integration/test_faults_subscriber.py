@@ -2,7 +2,7 @@
 beyond the one entry a dead consumer had printed but not yet acknowledged.
 
 Real processes: a redis-server, result events written by the worker's own publisher
-(workers/publisher.py, the Lua once-per-job script), and `apportion events --json`
+(workers/results/publisher.py, the Lua once-per-job script), and `apportion events --json`
 subscriber processes in one consumer group. A consumer is SIGKILLed while it holds
 unacknowledged entries (checked with XPENDING on the stopped process), restarted under
 the same name (it re-reads its pending entries first), killed again, and its pending
@@ -27,11 +27,11 @@ import pytest
 import redis
 
 from apportion.contracts import Envelope
+from apportion.workers.redis.keys import Keys
+from apportion.workers.results.publisher import StreamPublisher
 from tests.acceptance.cli import APPORTION
 from tests.conftest import own_redis_server
 from tests.support.processes import RedisServer, wait_until
-from workers.keys import Keys
-from workers.publisher import StreamPublisher
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 

@@ -11,10 +11,10 @@ import pytest
 import redis
 from celery import Celery
 
+from apportion.workers.redis.keys import Keys
 from tests.conftest import load_example
 from tests.fuzz.hostile import HOSTILE_CONTAINERS, HOSTILE_SCALARS, paths, replaced
 from tests.support.processes import Worker, wait_until
-from workers.keys import Keys
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow]
 

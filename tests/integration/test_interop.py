@@ -109,7 +109,7 @@ def flower(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) 
                 "-m",
                 "celery",
                 "-A",
-                "workers.app",
+                "apportion.workers.app",
                 "flower",
                 "--address=127.0.0.1",
                 f"--port={port}",

@@ -23,16 +23,16 @@ import redis
 from celery import Celery
 from celery.exceptions import Reject
 
-from config.settings import Settings
-from tasks.jobs import _retry
+from apportion.config.settings import Settings
+from apportion.tasks.jobs import _retry
+from apportion.workers.app import create_app
+from apportion.workers.history.failure_store import MemoryFailureStore
+from apportion.workers.redis.keys import Keys
+from apportion.workers.results.publisher import MemoryPublisher
+from apportion.workers.runtime import Runtime
 from tests.conftest import load_example
 from tests.integration.conftest import stream_job_ids, worker_env
 from tests.support.processes import RedisServer, free_port, running_worker, wait_until
-from workers.app import create_app
-from workers.failure_store import MemoryFailureStore
-from workers.keys import Keys
-from workers.publisher import MemoryPublisher
-from workers.runtime import Runtime
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker]
 

@@ -13,9 +13,9 @@ import pytest
 import redis
 from celery import Celery
 
+from apportion.workers.redis.keys import Keys
 from tests.integration.conftest import stream_job_ids, worker_env
 from tests.support.processes import RedisServer, Worker, running_worker
-from workers.keys import Keys
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker]
 
@@ -104,8 +104,8 @@ def launching_worker(
 def test_with_a_launcher_a_failed_launch_feeds_the_store_and_retries_elsewhere(
     launching_worker: Worker, redis_server: RedisServer, tmp_path: Path
 ) -> None:
-    from config.settings import Settings
-    from workers.app import create_app
+    from apportion.config.settings import Settings
+    from apportion.workers.app import create_app
 
     url = f"redis://127.0.0.1:{redis_server.port}/2"
     app = create_app(Settings(redis_url=url))

@@ -11,10 +11,10 @@ import redis
 from celery import Celery
 from kombu import Connection, Exchange, Producer
 
+from apportion.workers.redis.keys import Keys
 from tests.conftest import load_example
 from tests.integration.conftest import stream_job_ids
 from tests.support.processes import RedisServer, Worker, wait_until
-from workers.keys import Keys
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker]
 

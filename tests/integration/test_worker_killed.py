@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from celery.result import AsyncResult
 
-from config.settings import Settings
+from apportion.config.settings import Settings
+from apportion.workers.app import create_app
+from apportion.workers.redis.keys import Keys
 from tests.conftest import load_example
 from tests.integration.conftest import stream_job_ids, worker_env
 from tests.support.processes import RedisServer, Worker, wait_until
-from workers.app import create_app
-from workers.keys import Keys
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow]
 

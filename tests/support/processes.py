@@ -104,7 +104,7 @@ class RedisServer:
 
 @dataclass
 class Worker:
-    """A ``celery -A workers.app worker`` process in its own process group.
+    """A ``celery -A apportion.workers.app worker`` process in its own process group.
 
     ``start()`` again after ``kill()`` or ``stop()`` restarts it (same arguments, same log).
     """
@@ -114,7 +114,7 @@ class Worker:
     concurrency: int = 2
     logfile: Path = field(default_factory=lambda: Path("worker.log"))
     extra_args: tuple[str, ...] = ()
-    app_module: str = "workers.app"
+    app_module: str = "apportion.workers.app"
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self, ready_timeout: float = 60) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from apportion.engine import Context, run
-from config.policy import load_default_policy
+from apportion.engine_settings import load_default_policy
 
 NOW = datetime(2026, 11, 21, 22, 0, tzinfo=UTC)
 

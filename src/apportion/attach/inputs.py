@@ -37,10 +37,7 @@ _MAX_REPORTED = 100
 def reject_if(log: ProblemLog) -> None:
     if not log:
         return
-    problems = log.problems[:_MAX_REPORTED]
-    first = problems[0]
-    more = f" (and {len(log.problems) - 1} more)" if len(log.problems) > 1 else ""
-    raise Rejected(f"{first.path}: {first.message}{more}", problems)
+    raise Rejected.of(log.problems[:_MAX_REPORTED], found=len(log.problems))
 
 
 def _too_many(path: str, count: int, limit: int, what: str) -> Rejected:

@@ -3,18 +3,9 @@
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
-
-Kind = Literal["auto_attach", "guest_host_attach", "launch_select", "partition", "launch_outcome"]
-KINDS: tuple[Kind, ...] = (
-    "auto_attach",
-    "guest_host_attach",
-    "launch_select",
-    "partition",
-    "launch_outcome",
-)
 
 
 class WireModel(BaseModel):

@@ -1,41 +1,50 @@
-"""The result envelope every job produces (SPEC.md §2)."""
+"""The result envelope every job produces.
+
+Plain frozen dataclasses: the envelope is built once per job and becomes JSON once
+(:mod:`apportion.codec`); its JSON Schema is generated from these definitions by
+pydantic (``apportion schema KIND --result``).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from apportion.contracts.base import Kind
+from pydantic import Field
 
 Status = Literal["ok", "infeasible", "rejected"]
 
 
-class ErrorDetail(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    path: str = Field(description="JSON path of the offending field, e.g. schema[2].size")
+@dataclass(frozen=True, slots=True)
+class ErrorDetail:
+    path: Annotated[str, Field(description="JSON path of the offending field, e.g. schema[2].size")]
     message: str
 
 
-class ErrorInfo(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    code: str
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    code: Annotated[str, Field(description="machine-readable reason, e.g. too_large")]
     message: str
-    details: list[ErrorDetail] = Field(default_factory=list)
+    details: Sequence[ErrorDetail] = field(default_factory=tuple)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "message": self.message,
+            "details": [{"path": d.path, "message": d.message} for d in self.details],
+        }
 
 
-class Envelope(BaseModel):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Envelope:
     """``{"job_id", "kind", "status", "result", "error", "engine_version", "elapsed_ms"}``.
 
     ``result`` is set exactly when ``status`` is ``ok``; ``error`` otherwise.
     """
 
-    model_config = ConfigDict(frozen=True)
-
     job_id: str | None
-    kind: Kind
+    kind: str
     status: Status
     result: dict[str, Any] | None = None
     error: ErrorInfo | None = None
@@ -45,3 +54,35 @@ class Envelope(BaseModel):
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The envelope as plain JSON data, in the contract's field order."""
+        return {
+            "job_id": self.job_id,
+            "kind": self.kind,
+            "status": self.status,
+            "result": self.result,
+            "error": None if self.error is None else self.error.as_dict(),
+            "engine_version": self.engine_version,
+            "elapsed_ms": self.elapsed_ms,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Envelope:
+        """An envelope read back from JSON (a stream entry, a result backend value)."""
+        error = data.get("error")
+        return cls(
+            job_id=data.get("job_id"),
+            kind=data["kind"],
+            status=data["status"],
+            result=data.get("result"),
+            error=None
+            if error is None
+            else ErrorInfo(
+                code=error["code"],
+                message=error["message"],
+                details=tuple(ErrorDetail(**d) for d in error.get("details", ())),
+            ),
+            engine_version=data.get("engine_version", ""),
+            elapsed_ms=data.get("elapsed_ms", 0.0),
+        )

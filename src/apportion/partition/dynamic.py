@@ -239,7 +239,5 @@ def resolve(parsed: ParsedSchema, limits: Limits) -> Resolved:
         for vg in parsed.volume_groups
     }
     if check.problems:
-        first = check.problems[0]
-        more = f" (and {len(check.problems) - 1} more)" if len(check.problems) > 1 else ""
-        raise Rejected(f"{first.path}: {first.message}{more}", check.problems)
+        raise Rejected.of(check.problems)
     return Resolved(spaces, vg_attributes)

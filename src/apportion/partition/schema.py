@@ -252,6 +252,4 @@ def parse(job: PartitionJob, limits: Limits) -> ParsedSchema:
 
 
 def _rejected(problems: list[Problem]) -> Rejected:
-    first = problems[0]
-    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-    return Rejected(f"{first.path}: {first.message}{more}", problems)
+    return Rejected.of(problems)

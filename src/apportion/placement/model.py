@@ -245,10 +245,7 @@ def _report_order(problem: Problem) -> tuple[int, int]:
 
 
 def _reject(problems: list[Problem]) -> Rejected:
-    problems = sorted(problems, key=_report_order)
-    first = problems[0]
-    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-    return Rejected(f"{first.path}: {first.message}{more}", problems)
+    return Rejected.of(sorted(problems, key=_report_order))
 
 
 def build_forest(providers: Sequence[Provider], limits: Limits) -> Forest:

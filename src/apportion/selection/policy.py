@@ -133,9 +133,7 @@ def check_policy(policy: Sequence[PolicyModule], limits: Limits) -> None:
         if isinstance(module, ExpressionModule):
             problems.extend(expression.check(module, f"policy[{i}]", limits))
     if problems:
-        first = problems[0]
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise Rejected(f"{first.path}: {first.message}{more}", problems)
+        raise Rejected.of(problems)
 
 
 def _check_inputs(

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from config.settings import QUEUES
+from apportion import kinds
+
+QUEUES = kinds.queues()
 
 REPO = Path(__file__).resolve().parents[3]
 

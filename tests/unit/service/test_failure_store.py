@@ -8,8 +8,8 @@ import fakeredis
 import pytest
 
 from apportion.contracts.events import LaunchOutcomeJob
-from workers.failure_store import FailureStore
-from workers.keys import Keys
+from apportion.workers.history.failure_store import FailureStore
+from apportion.workers.redis.keys import Keys
 
 NOW = datetime(2026, 11, 21, 22, 0, tzinfo=UTC)
 

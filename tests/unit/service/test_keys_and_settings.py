@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from config.celeryconfig import TASK_QUEUES, celery_config
-from config.settings import Settings
-from workers.keys import Keys
+from apportion.config.celeryconfig import celery_config
+from apportion.config.settings import Settings
+from apportion.workers.app import create_app
+from apportion.workers.redis.keys import Keys
 
 
 def test_every_key_apportion_writes_is_under_its_prefix() -> None:
@@ -41,7 +42,8 @@ def test_settings_default_to_the_local_redis_and_read_the_environment(
     assert s.backend == "redis://cache:6380/2"
     assert s.visibility_timeout == 7200
     assert s.limits.max_pools == 123
-    assert s.time_limits.partition.hard == 300
+    assert s.time_limit("partition").hard == 300
+    assert s.time_limit("partition").soft == 60  # the queue's default, kept
 
 
 def test_a_visibility_timeout_not_longer_than_the_longest_hard_limit_is_refused(
@@ -90,8 +92,30 @@ def test_each_task_gets_its_queue_and_that_queues_time_limits() -> None:
     assert conf["task_routes"]["apportion.launch_select"]["queue"] == "launch"
     assert conf["task_routes"]["apportion.partition"]["queue"] == "partition"
     assert conf["task_routes"]["apportion.launch_outcome"]["queue"] == "events"
-    assert conf["task_annotations"]["apportion.launch_select"] == {
-        "soft_time_limit": 30,
-        "time_limit": 45,
+    assert {route["queue"] for route in conf["task_routes"].values()} == {
+        q.name for q in conf["task_queues"]
     }
-    assert set(TASK_QUEUES.values()) == {q.name for q in conf["task_queues"]}
+    app = create_app(Settings(), broker="memory://", backend="cache+memory://")
+    launch = app.tasks["apportion.launch_select"]
+    assert (launch.soft_time_limit, launch.time_limit) == (30, 45)
+    attach = app.tasks["apportion.guest_host_attach"]
+    assert (attach.soft_time_limit, attach.time_limit) == (60, 90)
+
+
+def test_an_operators_time_limit_for_a_queue_reaches_every_task_on_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("APPORTION_TIME_LIMITS__ATTACH__SOFT", "5")
+    app = create_app(Settings(), broker="memory://", backend="cache+memory://")
+
+    for name in ("apportion.auto_attach", "apportion.guest_host_attach"):
+        assert (app.tasks[name].soft_time_limit, app.tasks[name].time_limit) == (5, 90)
+
+
+def test_time_limits_for_a_queue_no_kind_runs_on_are_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("APPORTION_TIME_LIMITS__PARTITON__HARD", "300")
+
+    with pytest.raises(ValidationError, match="unknown queue"):
+        Settings()

@@ -8,8 +8,8 @@ from typing import Any
 
 from apportion.contracts import Envelope
 from apportion.engine import Context, run
-from workers.failure_store import MemoryFailureStore
-from workers.launcher import SimulatedLauncher, launch_with_retries
+from apportion.workers.history.failure_store import MemoryFailureStore
+from apportion.workers.launch.launcher import SimulatedLauncher, launch_with_retries
 
 NOW = datetime(2026, 11, 21, 22, 0, tzinfo=UTC)
 

@@ -10,8 +10,8 @@ import redis
 
 from apportion.contracts import Envelope
 from apportion.errors import StoreUnavailable
-from workers.keys import Keys
-from workers.publisher import MemoryPublisher, StreamPublisher
+from apportion.workers.redis.keys import Keys
+from apportion.workers.results.publisher import MemoryPublisher, StreamPublisher
 
 
 def envelope(job_id: str, kind: str = "partition", status: str = "ok") -> Envelope:
@@ -162,7 +162,9 @@ def test_a_forked_child_publishes_on_a_connection_of_its_own(
     pub.publish(envelope("job-1"))
     parents = pub._connection
 
-    monkeypatch.setattr("workers.publisher.os.getpid", lambda: -1)  # as after fork
+    monkeypatch.setattr(
+        "apportion.workers.results.publisher.os.getpid", lambda: -1
+    )  # as after fork
     pub.publish(envelope("job-2"))
 
     assert pub._connection is not parents

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fakeredis
 
-from workers.subscriber import StreamSubscriber
+from apportion.workers.results.subscriber import StreamSubscriber
 
 STREAM = "apportion:results:partition"
 

@@ -321,4 +321,8 @@ def dynamics_job(n: int) -> dict[str, object]:
     }
 
 
-DEMO_JOBS: list[DemoJob] = [*PARTITION_JOBS, *ATTACH_JOBS, *LAUNCH_JOBS, *OUTCOME_JOBS]
+# Each kind's entry in apportion.kinds names its list (JobKind.demo_jobs).
+AUTO_ATTACH_JOBS: list[DemoJob] = [job for job in ATTACH_JOBS if job[0] == "auto_attach"]
+GUEST_HOST_ATTACH_JOBS: list[DemoJob] = [
+    job for job in ATTACH_JOBS if job[0] == "guest_host_attach"
+]

@@ -24,8 +24,8 @@ import redis
 
 from apportion.contracts.events import LaunchOutcomeJob
 from apportion.errors import StoreUnavailable
-from workers.keys import Keys
-from workers.redis_client import TRANSIENT_ERRORS
+from apportion.workers.redis.client import TRANSIENT_ERRORS
+from apportion.workers.redis.keys import Keys
 
 _RECORD = """
 -- KEYS: marker, history, stream   ARGV: ttl, at, event_id, oldest, maxlen, outcome, fields...

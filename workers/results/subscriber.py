@@ -23,8 +23,8 @@ from typing import Any
 import redis
 
 from apportion.errors import StoreUnavailable
-from workers.keys import SUBSCRIBER_GROUP
-from workers.redis_client import TRANSIENT_ERRORS
+from apportion.workers.redis.client import TRANSIENT_ERRORS
+from apportion.workers.redis.keys import SUBSCRIBER_GROUP
 
 
 @dataclass(frozen=True, slots=True)

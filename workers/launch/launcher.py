@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
+from apportion.config.settings import Settings
 from apportion.contracts import Envelope, ErrorDetail
 from apportion.contracts.events import LaunchOutcomeJob
-from config.settings import Settings
-from workers.failure_store import FailureHistory
+from apportion.workers.history.failure_store import FailureHistory
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,10 +52,24 @@ class SimulatedLauncher:
         return LaunchOutcome(True)
 
 
+# APPORTION_LAUNCHER names one of these; each builds its launcher from the settings.
+LAUNCHERS: dict[str, Callable[[Settings], Launcher | None]] = {
+    # Selection only: the job's producer launches on the chosen candidate itself.
+    "none": lambda settings: None,
+    # Demo and benchmarks: each account fails with its rate from simulated_failure_rates.
+    "simulated": lambda settings: SimulatedLauncher(dict(settings.simulated_failure_rates)),
+}
+
+
 def make_launcher(settings: Settings) -> Launcher | None:
-    if settings.launcher == "simulated":
-        return SimulatedLauncher(dict(settings.simulated_failure_rates))
-    return None
+    try:
+        build = LAUNCHERS[settings.launcher]
+    except KeyError:
+        raise ValueError(
+            f"APPORTION_LAUNCHER={settings.launcher!r} is not a launcher; "
+            f"choose one of: {', '.join(LAUNCHERS)}"
+        ) from None
+    return build(settings)
 
 
 def launch_with_retries(
@@ -111,9 +125,7 @@ def launch_with_retries(
         current = reselect({**job, "exclude_accounts": excluded})
     launched = bool(tried) and tried[-1]["ok"]
     if current.status == "ok" and current.result is not None:
-        return current.model_copy(
-            update={"result": {**current.result, "attempts": tried, "launched": launched}}
-        )
+        return replace(current, result={**current.result, "attempts": tried, "launched": launched})
     if current.error is None:
         return current
     # Every remaining account was excluded after failures: say which attempts failed.
@@ -124,6 +136,4 @@ def launch_with_retries(
             for i, t in enumerate(tried)
         ),
     ]
-    return current.model_copy(
-        update={"error": current.error.model_copy(update={"details": details})}
-    )
+    return replace(current, error=replace(current.error, details=tuple(details)))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from apportion.contracts import KINDS, Kind
+from apportion import kinds
 
 SUBSCRIBER_GROUP = "apportion-subscribers"
 
@@ -17,14 +17,14 @@ SUBSCRIBER_GROUP = "apportion-subscribers"
 class Keys:
     prefix: str = "apportion"
 
-    def results_stream(self, kind: Kind) -> str:
+    def results_stream(self, kind: str) -> str:
         """One stream per job kind, so a subscriber reads only the kinds it cares about."""
         return f"{self.prefix}:results:{kind}"
 
     def all_results_streams(self) -> list[str]:
-        return [self.results_stream(k) for k in KINDS]
+        return [self.results_stream(k) for k in kinds.names()]
 
-    def published_marker(self, kind: Kind, job_id: str) -> str:
+    def published_marker(self, kind: str, job_id: str) -> str:
         """Set once a job's result event is on its stream; makes publishing idempotent."""
         return f"{self.prefix}:published:{kind}:{job_id}"
 

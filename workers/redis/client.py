@@ -8,7 +8,7 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from config.settings import Settings, get_settings
+from apportion.config.settings import Settings, get_settings
 
 # redis-py errors that mean "the server is unreachable right now": transient, retried.
 TRANSIENT_ERRORS: tuple[type[Exception], ...] = (

@@ -17,55 +17,22 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from apportion.engine import available_kinds
-from apportion.explain import partition_table, selection_table
-from config.settings import get_settings
-from workers.demo_jobs import (
-    DEMO_JOBS,
+from apportion import kinds
+from apportion.config.settings import get_settings
+from apportion.explain import explain
+from apportion.workers.demo.jobs import (
     DYNAMICS_PENALTY,
     FLAKY_ACCOUNT,
     FLAKY_RATE,
     dynamics_job,
 )
-from workers.failure_store import MemoryFailureStore
-from workers.keys import Keys
-from workers.launcher import SimulatedLauncher
-from workers.publisher import MemoryPublisher
-from workers.runtime import Runtime, set_runtime
+from apportion.workers.history.failure_store import MemoryFailureStore
+from apportion.workers.launch.launcher import SimulatedLauncher
+from apportion.workers.redis.keys import Keys
+from apportion.workers.results.publisher import MemoryPublisher
+from apportion.workers.runtime import Runtime, set_runtime
 
 DYNAMICS_LAUNCHES = 15
-
-
-def _render_attach(console: Console, result: dict[str, Any]) -> None:
-    console.print(f"  attach {result['pool_quantities']}")
-    console.print(
-        f"  covered {result['covered_products']}, uncovered {result['uncovered_products']}"
-    )
-    for pick in result["explanation"].get("picks", []):
-        console.print(f"  pick {pick['order']}: {pick['group']} — {pick['decided_by']}")
-
-
-def _render_guest(console: Console, result: dict[str, Any]) -> None:
-    console.print(f"  host attaches {result['host_pool_quantities']}")
-    for pool in result["derived_pools"]:
-        quantity = "unlimited" if pool["quantity"] == -1 else pool["quantity"]
-        console.print(
-            f"  derived pool for the guest: {pool['id']} ({quantity}, provides "
-            f"{pool['provided_products']})"
-        )
-    console.print(f"  guest attaches {result['guest_pool_quantities']}")
-
-
-def _render_launch(console: Console, result: dict[str, Any]) -> None:
-    if result.get("selection") is None:
-        for i, request in enumerate(result["allocation_requests"]):
-            alloc = ", ".join(f"{rp}: {a['resources']}" for rp, a in request["allocations"].items())
-            console.print(f"  candidate {i}: {escape(alloc)}")
-        return
-    console.print(selection_table(result))
-    for attempt in result.get("attempts", []):
-        verdict = "launched" if attempt["ok"] else f"failed ({attempt['reason']})"
-        console.print(f"  attempt {attempt['attempt']} on {attempt['account']}: {verdict}")
 
 
 def _render(console: Console, kind: str, title: str, envelope: dict[str, Any]) -> None:
@@ -82,20 +49,17 @@ def _render(console: Console, kind: str, title: str, envelope: dict[str, Any]) -
         for detail in error.get("details", [])[:6]:
             console.print(f"    • {detail['path']}: {escape(detail['message'])}")
         return
-    result = envelope["result"]
-    if kind == "partition":
-        console.print(partition_table(result))
-        for vg in result.get("volume_groups", []):
-            pvs = ", ".join(f"{pv['disk_id']} {pv['size']}" for pv in vg["physical_volumes"])
-            console.print(f"  vg {vg['id']}: physical volumes {pvs or '—'}")
-    elif kind == "auto_attach":
-        _render_attach(console, result)
-    elif kind == "guest_host_attach":
-        _render_guest(console, result)
-    elif kind == "launch_select":
-        _render_launch(console, result)
-    elif kind == "launch_outcome":
-        console.print(f"  {result['account']} {result['outcome']}: recorded={result['recorded']}")
+    explain(envelope, None, console)
+
+
+def demo_jobs() -> list[tuple[str, str, dict[str, Any]]]:
+    """(kind, title, job) for every registered kind that names demo jobs."""
+    return [
+        (kind.name, title, job)
+        for kind in kinds.REGISTRY.values()
+        if kind.demo_jobs is not None
+        for (_, title, job) in kinds.load(kind.demo_jobs)
+    ]
 
 
 def _dynamics(app: Any, console: Console | None) -> list[dict[str, Any]]:
@@ -142,7 +106,7 @@ def _dynamics(app: Any, console: Console | None) -> list[dict[str, Any]]:
 def run_demo(as_json: bool = False) -> int:
     from celery.contrib.testing.worker import start_worker
 
-    from workers.app import create_app
+    from apportion.workers.app import create_app
 
     logging.getLogger("celery").setLevel(logging.WARNING)
     # The in-memory transport warns that it has no hostname; that is the point here.
@@ -168,8 +132,8 @@ def run_demo(as_json: bool = False) -> int:
     # under a second. Only the demo's in-memory worker does this.
     app.conf.worker_prefetch_multiplier = 64
     console = Console()
-    kinds = set(available_kinds())
-    jobs = [(k, t, j) for (k, t, j) in DEMO_JOBS if k in kinds]
+    jobs = demo_jobs()
+    kinds_run = {kind for kind, _, _ in jobs}
     outputs: list[dict[str, Any]] = []
     dynamics: list[dict[str, Any]] = []
     try:
@@ -179,7 +143,8 @@ def run_demo(as_json: bool = False) -> int:
             if not as_json:
                 console.print(
                     f"[bold]apportion demo[/]: an in-process Celery worker on the in-memory "
-                    f"broker runs {len(jobs)} jobs of {len(kinds)} kinds through the real tasks."
+                    f"broker runs {len(jobs)} jobs of {len(kinds_run)} kinds "
+                    "through the real tasks."
                 )
             pending = [(k, t, app.send_task(f"apportion.{k}", args=[j])) for (k, t, j) in jobs]
             for kind, title, async_result in pending:
@@ -195,7 +160,7 @@ def run_demo(as_json: bool = False) -> int:
                 outputs.append(again)
                 if not as_json and kind == "launch_outcome":
                     console.print(f"  sent again: recorded={again['result']['recorded']}")
-            if "launch_select" in kinds:
+            if "launch_select" in kinds_run:
                 dynamics = _dynamics(app, None if as_json else console)
     finally:
         set_runtime(None)

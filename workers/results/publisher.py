@@ -20,10 +20,11 @@ from redis.backoff import NoBackoff
 from redis.connection import ConnectionInterface
 from redis.retry import Retry
 
-from apportion.contracts import Envelope, Kind
+from apportion.codec import encode_text
+from apportion.contracts import Envelope
 from apportion.errors import StoreUnavailable
-from workers.keys import Keys
-from workers.redis_client import TRANSIENT_ERRORS
+from apportion.workers.redis.client import TRANSIENT_ERRORS
+from apportion.workers.redis.keys import Keys
 
 _PUBLISH_ONCE = """
 if redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
@@ -42,7 +43,7 @@ def event_fields(envelope: Envelope) -> dict[str, str]:
         "job_id": envelope.job_id or "",
         "kind": envelope.kind,
         "status": envelope.status,
-        "envelope": envelope.model_dump_json(),
+        "envelope": encode_text(envelope.as_dict()),
     }
 
 
@@ -66,7 +67,7 @@ class StreamPublisher:
 
     def __init__(self, client: redis.Redis, keys: Keys, *, maxlen: int, dedup_ttl: int) -> None:
         self._pool = client.connection_pool
-        # The client's own retry policy (workers/redis_client.py), none if it has none.
+        # The client's own retry policy (workers/redis/client.py), none if it has none.
         self._retry = client.get_retry() or Retry(NoBackoff(), 0)
         self._keys = keys
         self._maxlen = maxlen
@@ -79,7 +80,7 @@ class StreamPublisher:
     def publish(self, envelope: Envelope) -> str | None:
         if not envelope.job_id:
             raise ValueError("an envelope needs a job_id to be published idempotently")
-        kind: Kind = envelope.kind
+        kind = envelope.kind
         args: list[Any] = [
             self._keys.published_marker(kind, envelope.job_id),
             self._keys.results_stream(kind),
@@ -154,4 +155,4 @@ class MemoryPublisher:
             return f"{len(self.events)}-0"
 
     def envelopes(self) -> list[Envelope]:
-        return [Envelope.model_validate(json.loads(e["envelope"])) for e in self.events]
+        return [Envelope.from_dict(json.loads(e["envelope"])) for e in self.events]

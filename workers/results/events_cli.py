@@ -8,11 +8,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from apportion.config.settings import get_settings
 from apportion.errors import StoreUnavailable
-from config.settings import get_settings
-from workers.keys import SUBSCRIBER_GROUP, Keys
-from workers.redis_client import get_redis
-from workers.subscriber import StreamEvent, StreamSubscriber
+from apportion.workers.redis.client import get_redis
+from apportion.workers.redis.keys import SUBSCRIBER_GROUP, Keys
+from apportion.workers.results.subscriber import StreamEvent, StreamSubscriber
 
 
 def _line(event: StreamEvent) -> str:
@@ -34,7 +34,7 @@ def follow(
 ) -> int:
     settings = get_settings()
     keys = Keys(settings.stream_prefix)
-    streams = [keys.results_stream(k) for k in kinds]  # type: ignore[arg-type]
+    streams = [keys.results_stream(k) for k in kinds]
     sub = StreamSubscriber(
         get_redis(settings),
         streams,

@@ -1,0 +1,89 @@
+"""What the engine needs from the environment, for callers outside a worker.
+
+``apportion solve``, ``explain`` and the benchmarks answer jobs in-process. They read
+the same ``APPORTION_*`` variables as a worker for what changes an answer — the limits,
+the default launch policy, a deployment's own job kinds — without importing the
+service packages (``apportion.config``, ``apportion.workers``): the worker's settings
+(config/settings.py) extend :class:`EngineSettings` with everything else.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from datetime import UTC, datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from apportion import kinds
+from apportion.engine import Context
+from apportion.errors import Rejected
+from apportion.limits import DEFAULT_LIMITS, Limits
+
+
+def _shipped_default_policy() -> Path:
+    # The file ships in the apportion.config package; find_spec locates the package
+    # without running it.
+    spec = importlib.util.find_spec("apportion.config")
+    folders = list(spec.submodule_search_locations or ()) if spec is not None else []
+    if not folders:
+        raise ImportError("the apportion.config package is missing from this installation")
+    return Path(folders[0]) / "default_policy.yaml"
+
+
+DEFAULT_POLICY_FILE = _shipped_default_policy()
+
+
+class EngineSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="APPORTION_", env_nested_delimiter="__", frozen=True, extra="ignore"
+    )
+
+    limits: Limits = Limits()
+    default_policy_file: str | None = Field(
+        None, description="YAML file with the default launch policy (config/default_policy.yaml)"
+    )
+    # Modules that register job kinds of a deployment's own (apportion.kinds.register),
+    # imported when the settings are read: APPORTION_KIND_MODULES='["my.kinds"]'.
+    kind_modules: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _load_kind_modules(self) -> EngineSettings:
+        kinds.load_modules(self.kind_modules)
+        return self
+
+
+@lru_cache(maxsize=8)
+def load_default_policy(path: str | None = None) -> tuple[dict[str, Any], ...] | None:
+    """The policy a launch_select job without a ``policy`` key gets (None if no file)."""
+    from apportion.selection.policy import check_policy, parse_policy
+
+    file = Path(path) if path else DEFAULT_POLICY_FILE
+    if not file.exists():
+        return None
+    data = yaml.safe_load(file.read_text())
+    modules = data.get("policy") if isinstance(data, dict) else data
+    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+        raise ValueError(f"{file}: expected a list of policy modules")
+    # A broken default policy must stop the worker at boot, not reject every job later.
+    try:
+        check_policy(parse_policy(modules, path=str(file)), DEFAULT_LIMITS)
+    except Rejected as exc:
+        raise ValueError(f"invalid default policy: {exc.message}") from exc
+    return tuple(modules)
+
+
+def engine_context(settings: EngineSettings, now: datetime | None = None) -> Context:
+    """The engine context a worker or the CLI gives every job."""
+    return Context(
+        limits=settings.limits,
+        now=now or datetime.now(UTC),
+        default_policy=load_default_policy(settings.default_policy_file),
+    )
+
+
+__all__ = ["DEFAULT_POLICY_FILE", "EngineSettings", "engine_context", "load_default_policy"]

@@ -1,0 +1,95 @@
+"""The job kinds apportion ships with, one entry each."""
+
+from __future__ import annotations
+
+from apportion.contracts.attach import (
+    AutoAttachJob,
+    AutoAttachResult,
+    GuestHostAttachJob,
+    GuestHostAttachResult,
+)
+from apportion.contracts.events import LaunchOutcomeJob, LaunchOutcomeResult
+from apportion.contracts.launch import LaunchSelectJob, LaunchSelectResult
+from apportion.contracts.partition import PartitionJob, PartitionResult
+from apportion.kinds.spec import JobKind
+
+AUTO_ATTACH = JobKind(
+    name="auto_attach",
+    summary="which subscription pools, and how many, cover a consumer's products "
+    "(Candlepin semantics; rule profiles seed, candlepin-5.42, candlepin-5.44)",
+    job=AutoAttachJob,
+    result=AutoAttachResult,
+    solver="apportion.attach:solve_auto_attach",
+    queue="attach",
+    soft_time_limit=60,
+    time_limit=90,
+    explain="apportion.explain:explain_auto_attach",
+    demo_jobs="apportion.workers.demo.jobs:AUTO_ATTACH_JOBS",
+)
+
+GUEST_HOST_ATTACH = JobKind(
+    name="guest_host_attach",
+    summary="which virt_limit pools a guest's host attaches, the derived pools that "
+    "creates, and what the guest then attaches",
+    job=GuestHostAttachJob,
+    result=GuestHostAttachResult,
+    solver="apportion.attach:solve_guest_host_attach",
+    queue="attach",
+    soft_time_limit=60,
+    time_limit=90,
+    explain="apportion.explain:explain_guest_host_attach",
+    demo_jobs="apportion.workers.demo.jobs:GUEST_HOST_ATTACH_JOBS",
+)
+
+LAUNCH_SELECT = JobKind(
+    name="launch_select",
+    summary="allocation candidates over nested provider trees (OpenStack Placement "
+    "semantics), then an administrator's stackable probability policy and the dice",
+    job=LaunchSelectJob,
+    result=LaunchSelectResult,
+    solver="apportion.launch:solve",
+    queue="launch",
+    soft_time_limit=30,
+    time_limit=45,
+    hooks=("launcher",),
+    explain="apportion.explain:explain_launch_select",
+    demo_jobs="apportion.workers.demo.jobs:LAUNCH_JOBS",
+)
+
+PARTITION = JobKind(
+    name="partition",
+    summary="how to lay out partitions, LVM volume groups and logical volumes on a "
+    "node's disks from a dynamic (yaql) schema: the Bareon LP, exact in whole MiB",
+    job=PartitionJob,
+    result=PartitionResult,
+    solver="apportion.partition:solve",
+    queue="partition",
+    soft_time_limit=60,
+    time_limit=90,
+    explain="apportion.explain:explain_partition",
+    demo_jobs="apportion.workers.demo.jobs:PARTITION_JOBS",
+)
+
+LAUNCH_OUTCOME = JobKind(
+    name="launch_outcome",
+    summary="(event) a launch failed or succeeded: recorded once per event_id in the "
+    "failure-history store that the failure_penalty policy module reads",
+    job=LaunchOutcomeJob,
+    result=LaunchOutcomeResult,
+    solver="apportion.outcome:solve",
+    queue="events",
+    soft_time_limit=10,
+    time_limit=20,
+    # One launch job can fail several times: each event is its own unit of work.
+    id_field="event_id",
+    explain="apportion.explain:explain_launch_outcome",
+    demo_jobs="apportion.workers.demo.jobs:OUTCOME_JOBS",
+)
+
+BUILTIN: tuple[JobKind, ...] = (
+    AUTO_ATTACH,
+    GUEST_HOST_ATTACH,
+    LAUNCH_SELECT,
+    PARTITION,
+    LAUNCH_OUTCOME,
+)

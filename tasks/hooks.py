@@ -1,0 +1,44 @@
+"""Task hooks: what a kind's task does with an answer after the engine gave it.
+
+A kind lists hooks by name (``JobKind.hooks``); each is applied in order to the
+envelope before it is published. Registering a task with an unknown hook fails when
+the worker starts, not on the first job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from apportion.contracts import Envelope
+from apportion.workers.launch.launcher import launch_with_retries
+from apportion.workers.runtime import Runtime, utcnow
+
+# (the engine's envelope, the job as sent, the runtime, re-run the engine on a job)
+Rerun = Callable[[Any], Envelope]
+Hook = Callable[[Envelope, Any, Runtime, Rerun], Envelope]
+
+
+def launcher(envelope: Envelope, job: Any, rt: Runtime, rerun: Rerun) -> Envelope:
+    """Launch on the chosen candidate; on failure record it and select again."""
+    if rt.launcher is None or not isinstance(job, dict):
+        return envelope
+    return launch_with_retries(
+        envelope,
+        job,
+        launcher=rt.launcher,
+        history=rt.failures,
+        attempts=rt.settings.launch_attempts,
+        now=utcnow,
+        reselect=rerun,
+    )
+
+
+HOOKS: dict[str, Hook] = {"launcher": launcher}
+
+
+def hooks_for(names: tuple[str, ...]) -> tuple[Hook, ...]:
+    unknown = [name for name in names if name not in HOOKS]
+    if unknown:
+        raise ValueError(f"unknown task hook(s) {unknown}; hooks are {list(HOOKS)}")
+    return tuple(HOOKS[name] for name in names)

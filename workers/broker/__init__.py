@@ -1,0 +1,1 @@
+"""The broker side: kombu's Redis transport with apportion's fixes."""

@@ -1,0 +1,1 @@
+"""The failure-history store that the ``failure_penalty`` policy module reads."""

@@ -1,0 +1,1 @@
+"""Launcher hooks for launch_select: launch the chosen candidate, reselect on failure."""

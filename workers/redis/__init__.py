@@ -1,0 +1,1 @@
+"""Redis connections and every Redis key name apportion uses."""

@@ -1,0 +1,1 @@
+"""Result events: publishing each job's envelope once, and following the streams."""
