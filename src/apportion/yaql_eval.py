@@ -632,15 +632,124 @@ def _evaluate_here(
     The same evaluation and the same JSON lines as in the child, so the values and
     failures are the ones the child would report.
     """
-    context = _data_context(data)
+    context = None
     budget = limits.max_payload_bytes
     lines = []
     for index, (_name, expression) in enumerate(parsed):
-        line = _result_line(index, expression, context, limits, _EVALUATION_ERRORS)
+        line = _plain_line(index, expression, data, limits.yaql_max_iterations)
+        if line is None:
+            context = context or _data_context(data)
+            line = _result_line(index, expression, context, limits, _EVALUATION_ERRORS)
         line, budget = _within_budget(index, line, budget)
         lines.append(line.encode())
     values, failures, _ = _read_records(lines, parsed)
     return values, failures
+
+
+# ---- plain expressions: yaql's answer without yaql's dispatch ------------------------
+#
+# yaql resolves every call among its overloads (~30 µs each), so a selection such as
+# ``$.disks.where($.type = "ssd")`` over 24 disks costs ~3 ms. The few operations below
+# are evaluated directly, with yaql's own semantics, on the *happy path only*: a key
+# that is present, numbers that are not booleans, a list no longer than yaql's
+# iteration limit, a predicate that gives a boolean. Anything else (a missing key, a
+# division by zero, another type, another function) declines, and yaql evaluates the
+# whole expression, so errors and their messages are always yaql's own. Tests compare
+# both ways on generated expressions and data.
+
+
+class _Decline(Exception):
+    """The direct evaluation leaves this expression to yaql."""
+
+
+_SCALARS = (str, int, float, bool, type(None))
+_NUMBER_OPERATORS: dict[str, Any] = {
+    "#operator_+": lambda a, b: a + b,
+    "#operator_-": lambda a, b: a - b,
+    "#operator_*": lambda a, b: a * b,
+    # yaql's division: whole numbers divide to a whole number (floor), as upstream.
+    "#operator_/": lambda a, b: a // b if isinstance(a, int) and isinstance(b, int) else a / b,
+}
+_ORDER_OPERATORS: dict[str, Any] = {
+    "#operator_<": lambda a, b: a < b,
+    "#operator_>": lambda a, b: a > b,
+    "#operator_<=": lambda a, b: a <= b,
+    "#operator_>=": lambda a, b: a >= b,
+}
+
+
+def _plain_line(index: int, expression: Any, data: Any, limit: int) -> str | None:
+    """The result line for ``expression`` evaluated directly, or None to ask yaql."""
+    try:
+        value = _direct(expression, data, limit)
+    except (_Decline, RecursionError):
+        return None
+    try:
+        return json.dumps({"i": index, "v": value}, allow_nan=False)
+    except ValueError:  # a non-finite number: yaql's path words that failure
+        return None
+
+
+def _direct(node: Any, dollar: Any, limit: int) -> Any:
+    if isinstance(node, expressions.Statement):
+        return _direct(node.expression, dollar, limit)
+    if type(node) is expressions.Constant:  # not a KeywordConstant (an identifier)
+        if isinstance(node.value, _SCALARS):
+            return node.value
+        raise _Decline
+    if isinstance(node, expressions.GetContextValue):
+        if node.path.value == "$":
+            return dollar
+        raise _Decline
+    if type(node) in (expressions.BinaryOperator, expressions.Function):
+        if node.name == "#operator_.":
+            return _member(node.args[0], node.args[1], dollar, limit)
+        if len(node.args) == 2:
+            left, right = (_direct(arg, dollar, limit) for arg in node.args)
+            return _binary(node.name, left, right)
+    raise _Decline
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _binary(name: str, left: Any, right: Any) -> Any:
+    if name in ("*equal", "*not_equal"):
+        if isinstance(left, _SCALARS) and isinstance(right, _SCALARS):
+            return (left == right) == (name == "*equal")
+        raise _Decline
+    if _number(left) and _number(right):
+        if name in _NUMBER_OPERATORS and not (name == "#operator_/" and right == 0):
+            return _NUMBER_OPERATORS[name](left, right)
+        if name in _ORDER_OPERATORS:
+            return _ORDER_OPERATORS[name](left, right)
+    raise _Decline
+
+
+def _member(receiver: Any, member: Any, dollar: Any, limit: int) -> Any:
+    """``receiver.key``, ``receiver.len()`` or ``receiver.where(predicate)``."""
+    value = _direct(receiver, dollar, limit)
+    if type(member) is expressions.KeywordConstant:
+        if isinstance(value, dict) and member.value in value:
+            return value[member.value]
+        raise _Decline
+    if type(member) is not expressions.Function:
+        raise _Decline
+    if member.name == "len" and not member.args and isinstance(value, list | dict | str):
+        return len(value)
+    if member.name == "where" and len(member.args) == 1 and isinstance(value, list):
+        if len(value) >= limit:
+            raise _Decline
+        kept = []
+        for item in value:
+            verdict = _direct(member.args[0], item, limit)
+            if not isinstance(verdict, bool):
+                raise _Decline
+            if verdict:
+                kept.append(item)
+        return kept
+    raise _Decline
 
 
 def _evaluate(

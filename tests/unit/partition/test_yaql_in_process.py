@@ -6,9 +6,12 @@ data; anything it cannot bound still goes to the forked child, which can be kill
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from apportion import yaql_eval
 from apportion.limits import Limits
@@ -106,3 +109,66 @@ def test_in_process_and_the_child_give_the_same_value_or_failure(
     monkeypatch.setattr(yaql_eval, "is_cheap", lambda tree, shape: False)
     there = yaql_eval.evaluate_batch(batch, HARDWARE, LIMITS)
     assert here == there
+
+
+# ---- the direct evaluation of plain expressions agrees with yaql ----------------------
+
+_KEYS = ["ram", "disks", "type", "size", "id", "name", "missing"]
+_values = st.one_of(
+    st.integers(-(2**40), 2**40),
+    st.floats(-1e6, 1e6, allow_nan=False),
+    st.booleans(),
+    st.none(),
+    st.sampled_from(["ssd", "hdd", "", "x"]),
+)
+_data = st.recursive(
+    _values,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(_KEYS), inner),
+    max_leaves=12,
+)
+
+
+@st.composite
+def _plain_expressions(draw: st.DrawFn, depth: int = 0) -> str:
+    simple = st.one_of(
+        st.just("$"),
+        st.builds(lambda k: f"$.{k}", st.sampled_from(_KEYS)),
+        st.builds(lambda a, b: f"$.{a}.{b}", st.sampled_from(_KEYS), st.sampled_from(_KEYS)),
+        st.sampled_from(["1", "2", "0", "2.5", "'ssd'", "true", "null"]),
+    )
+    if depth >= 2:
+        return draw(simple)
+    inner = _plain_expressions(depth + 1)
+    operator = st.sampled_from(["+", "-", "*", "/", "=", "!=", "<", ">", "<=", ">="])
+    return draw(
+        st.one_of(
+            simple,
+            st.builds(lambda a, o, b: f"({a}) {o} ({b})", inner, operator, inner),
+            st.builds(lambda a: f"({a}).len()", inner),
+            st.builds(lambda a, p: f"({a}).where({p})", inner, inner),
+        )
+    )
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_plain_expressions(), _data)
+def test_a_plain_expression_evaluated_directly_gives_yaqls_value(
+    expression: str, data: Any
+) -> None:
+    tree = yaql_eval._parse(LIMITS.yaql_max_iterations, LIMITS.yaql_memory_quota, expression)
+    direct = yaql_eval._plain_line(0, tree, data, LIMITS.yaql_max_iterations)
+    if direct is None:  # declined: yaql answers
+        return
+    context = yaql_eval._data_context(data)
+    assert direct == yaql_eval._result_line(0, tree, context, LIMITS, (Exception,))
+
+
+def test_the_disk_selection_of_a_schema_is_evaluated_without_yaql() -> None:
+    tree = yaql_eval._parse(
+        LIMITS.yaql_max_iterations, LIMITS.yaql_memory_quota, '$.disks.where($.type = "ssd")'
+    )
+    line = yaql_eval._plain_line(0, tree, HARDWARE, LIMITS.yaql_max_iterations)
+    assert line is not None
+    assert [d["id"] for d in json.loads(line)["v"]] == [
+        d["id"] for d in DISKS if d["type"] == "ssd"
+    ]
