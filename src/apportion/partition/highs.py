@@ -35,12 +35,22 @@ OPTIONS: dict[str, float | str | bool] = {
     "dual_feasibility_tolerance": 1e-10,
     "primal_feasibility_tolerance": 1e-9,
     "presolve": "off",
+    # One thread: the simplex runs serially anyway (parallel simplex is off unless asked
+    # for), and setting up HiGHS's task pool on every run costs a quarter of a small
+    # schema's solve; a worker process answers one job at a time, and forks (yaql's
+    # child) are safer without solver threads around.
+    "threads": 1,
     "output_flag": False,  # logging only; the solve is the same
 }
 
-_OPTIMAL = highspy.HighsModelStatus.kOptimal
-_INFEASIBLE = highspy.HighsModelStatus.kInfeasible
-_ERROR = highspy.HighsStatus.kError
+# As plain ints: comparing highspy's enum objects costs a Python call each, and a small
+# schema's whole LP takes ~60 µs.
+_OPTIMAL = int(highspy.HighsModelStatus.kOptimal)
+_INFEASIBLE = int(highspy.HighsModelStatus.kInfeasible)
+_SOLVE_ERROR = int(highspy.HighsModelStatus.kSolveError)
+_ERROR = int(highspy.HighsStatus.kError)
+_COLUMN_WISE = int(highspy.MatrixFormat.kColwise)
+_MINIMIZE = int(highspy.ObjSense.kMinimize)
 
 
 class SolverError(RuntimeError):
@@ -52,7 +62,7 @@ def _new_solver() -> highspy.Highs:
     # None are used; HiGHS then never calls back into Python.
     highs.disableCallbacks()  # type: ignore[no-untyped-call]
     for name, value in OPTIONS.items():
-        if highs.setOptionValue(name, value) == _ERROR:
+        if int(highs.setOptionValue(name, value)) == _ERROR:
             raise SolverError(f"HiGHS refused the option {name}={value!r}")
     return highs
 
@@ -86,8 +96,8 @@ def load(
         len(cost),
         len(row_upper),
         len(value),
-        int(highspy.MatrixFormat.kColwise),
-        int(highspy.ObjSense.kMinimize),
+        _COLUMN_WISE,
+        _MINIMIZE,
         0.0,
         cost,
         lower,
@@ -99,7 +109,7 @@ def load(
         value,
         continuous(len(cost)),
     )
-    if loaded == _ERROR:
+    if int(loaded) == _ERROR:
         raise SolverError("HiGHS refused the partition LP")
     return highs
 
@@ -119,17 +129,15 @@ def run(highs: highspy.Highs) -> FloatArray | None:
     if status == _INFEASIBLE:
         return None
     if status != _OPTIMAL:
-        raise SolverError(
-            f"HiGHS could not solve the partition LP: {highs.modelStatusToString(status)}"
-        )
+        name = highs.modelStatusToString(highspy.HighsModelStatus(status))
+        raise SolverError(f"HiGHS could not solve the partition LP: {name}")
     return np.array(highs.getSolution().col_value, dtype=np.float64)
 
 
-def _solve(highs: highspy.Highs) -> highspy.HighsModelStatus:
-    if highs.run() == _ERROR:
-        return highspy.HighsModelStatus.kSolveError
-    status: highspy.HighsModelStatus = highs.getModelStatus()
-    return status
+def _solve(highs: highspy.Highs) -> int:
+    if int(highs.run()) == _ERROR:
+        return _SOLVE_ERROR
+    return int(highs.getModelStatus())
 
 
 _CONTINUOUS: dict[int, npt.NDArray[np.int32]] = {}

@@ -141,12 +141,14 @@ def test_a_reused_solver_answers_every_lp_as_a_fresh_one_in_any_order() -> None:
         assert again.x.tolist() == expected.x.tolist()  # bit for bit, not approximately
 
 
-def test_highs_runs_without_presolve_and_with_the_fine_dual_tolerance() -> None:
-    # Presolve was about half of HiGHS's time on the small schema a provisioning
-    # service sends most; the coarse default dual tolerance loses schema order.
+def test_highs_runs_serially_without_presolve_and_with_the_fine_dual_tolerance() -> None:
+    # Presolve and the task pool each cost about a quarter to a half of HiGHS's time on
+    # the small schema a provisioning service sends most; the coarse default dual
+    # tolerance loses schema order.
     highs._SOLVERS.highs = None
     solver = highs.solver()
     assert solver.getOptionValue("presolve")[1] == "off"
+    assert solver.getOptionValue("threads")[1] == 1
     assert solver.getOptionValue("dual_feasibility_tolerance")[1] == 1e-10
 
 
