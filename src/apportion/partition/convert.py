@@ -1,4 +1,4 @@
-"""The seed's "solution convertor": whole-MiB layout → static schema (SPEC.md §2.5).
+"""The seed's "solution convertor": whole-MiB layout → static schema.
 
 * ``disks``: every disk in hardware order with every lv and partition in schema order,
   then ``unallocated``; the sizes on a disk add up to the disk's whole-MiB size.

@@ -155,6 +155,6 @@ def continuous(n: int) -> npt.NDArray[np.int32]:
 
 
 def version() -> str:
-    """The HiGHS release that answers (for the record in bench/ and the canary)."""
+    """The HiGHS release that answers (named in test failures and benchmark output)."""
     solver_: Any = solver()
     return str(solver_.version())

@@ -1,15 +1,17 @@
 """The reference LP, built with numpy index arithmetic and solved by HiGHS.
 
-Rows, exactly as shared/reference/bareon-partition.md lists them (``A_ub x ≤ b_ub``):
+Rows, exactly as the Bareon allocator (the reference) builds them (``A_ub x ≤ b_ub``):
 
 1. per space with a max:   Σ_d x[d,s] ≤ max_size
 2. per disk:               Σ_s x[d,s] ≤ capacity (``unallocated`` included)
 3. per space (min 0 too):  −Σ_d x[d,s] ≤ −min_size
 
-and equalities (``A_eq x = 0``), one per group member after the first:
-``W_j·Σ_d x[d,first] − W_first·Σ_d x[d,j] = 0`` — the reference's
-``(1/w_first)·first − (1/w_j)·j = 0`` multiplied by ``w_first·w_j``, with the weights
-as coprime integers so that the equation is exact.
+and the fair shares: the reference's ``(1/w_first)·first − (1/w_j)·j = 0`` per group
+member after the first, with the weights as coprime integers ``W`` so that the
+equation is exact. :func:`equality_rows` writes them pairwise, as the reference does
+(``W_j·Σ_d x[d,first] − W_first·Σ_d x[d,j] = 0``); :func:`solve` writes the same points
+through one multiplier per group (``Σ_d x[d,s] = W_s·t_g``, :func:`share_model`), which
+the integer step then makes whole (:mod:`.shares`), starting from this LP's basis.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The allocation problem in numbers: disks, spaces, bounds, fair-share groups, objective.
 
-Everything here follows the seed and shared/reference/bareon-partition.md:
+Everything here follows the seed and the Bareon allocator (the reference):
 
 * variables ``x[d·S + s]`` (size of space ``s`` on disk ``d``), ``S`` = the lvs and
   partitions in schema order plus the artificial ``unallocated`` space last;
@@ -12,7 +12,7 @@ Everything here follows the seed and shared/reference/bareon-partition.md:
   whose totals keep the ratio of their weights; ``best_with_disks`` as declared, so
   a space whose selection found no disk stays apart from spaces that name none.
 
-Two group rules go beyond the reference, both documented in :func:`fair_share_groups`.
+The group rules that go beyond the reference are documented in :func:`fair_share_groups`.
 """
 
 from __future__ import annotations
@@ -91,6 +91,10 @@ def fair_share_groups(spaces: Sequence[Space]) -> tuple[Group, ...]:
       different weights infeasible for no reason.
     * A space with weight 0 joins no group (upstream skips it as a member, and a
       weight-0 first member would divide by zero).
+    * Spaces with equal keys always form one group. Upstream groups by sorting the
+      keys with Python 2's ordering, where disk sets compare by inclusion, so a set
+      that is neither a subset nor a superset can sort between two equal keys and
+      split their group; that accident is not copied.
 
     Weights become coprime integers (exact fractions scaled by the lcm of their
     denominators), so "a : b = 2 : 1" is an integer equation ``1·a − 2·b = 0`` that
