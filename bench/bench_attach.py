@@ -1,4 +1,4 @@
-"""Auto-attach benchmark: 20 installed products over 2,000 pools (200 stacks), target ≤ 50 ms.
+"""Auto-attach benchmark: 20 installed products over 2,000 pools (200 stacks), in process.
 
 Run: ``.venv/bin/python bench/bench_attach.py [--repeat N] [--rules R] [--profile]``
      ``.venv/bin/python bench/bench_attach.py --worst``          (the limits: 50,000 pools)
@@ -19,9 +19,11 @@ of them a partial stack), so compliance is computed from entitlements as well.
 
 Reported: the median and minimum wall time of the engine alone (``solve_auto_attach``
 on the parsed job) and of the whole ``apportion.engine.run`` call (what the Celery task
-reports as ``elapsed_ms``: the payload shape check, pydantic validation, the engine and
-the result dump), the median CPU time of each, the stages of ``run`` measured one by
-one, and the load average while measuring (the machine is shared; medians move with it).
+reports as ``elapsed_ms``: the payload shape check, pydantic validation and the engine),
+the median CPU time of each, the stages of ``run`` measured one by one, and the load
+average while measuring (the machine is shared; medians move with it). The speed
+target is measured as a caller sees it, through ``apportion solve``:
+bench/bench_attach_cli.py.
 """
 
 from __future__ import annotations
@@ -204,7 +206,7 @@ def main() -> int:
     ctx = Context()
     first = run("auto_attach", payload, ctx)
     if first.status != "ok" or first.result is None:
-        print(first.model_dump_json(indent=2))
+        print(first.as_dict())
         return 1
     job = AutoAttachJob.model_validate(payload)
     if args.profile:
@@ -227,12 +229,10 @@ def main() -> int:
         wall, cpu = _times(lambda: run("auto_attach", payload, ctx), 1)
         whole += wall
         whole_cpu += cpu
-    answer = solve_auto_attach(job, ctx)
     stages = {
         "shape check": lambda: shape_problem(payload, ctx.limits),
         "validation": lambda: AutoAttachJob.model_validate(payload),
         "engine": lambda: solve_auto_attach(job, ctx),
-        "result dump": lambda: answer.model_dump(mode="json"),
     }
     stage_ms = {
         name: statistics.median(_times(call, max(3, repeat // 5))[0])
@@ -255,11 +255,9 @@ def main() -> int:
         f"{len(result['explanation']['dropped_pools'])} pools filtered"
     )
     print(_line(f"engine (solve_auto_attach), {repeat} runs", engine, engine_cpu))
-    print(_line("engine.run (shape check, validation, engine, dump)", whole, whole_cpu))
+    print(_line("engine.run (shape check, validation, engine)", whole, whole_cpu))
     print("  run stages (medians): " + ", ".join(f"{k} {v:.1f} ms" for k, v in stage_ms.items()))
-    if args.worst:
-        return 0 if statistics.median(whole) <= 60_000 else 2
-    return 0 if statistics.median(engine) <= 50 else 2
+    return 0
 
 
 if __name__ == "__main__":

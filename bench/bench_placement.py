@@ -5,16 +5,16 @@ Run: ``.venv/bin/python bench/bench_placement.py [--quick] [--profile NAME]``
 Each scenario is timed four ways, median of several runs:
 
 * ``engine``: ``apportion.launch.solve(job, ctx)`` on an already validated job with
-  ``policy: null`` (forest, query, search, the result model — everything but
-  pydantic validation of the job and serialisation of the result);
+  ``policy: null`` (forest, query, search, the result as plain dicts — everything
+  but pydantic validation of the job and serialisation of the result);
 * ``engine+policy``: the same without a ``policy`` key, so the default policy
   (config/default_policy.yaml, given as ``Context.default_policy``) selects;
 * ``run()`` and ``run()+policy``: ``apportion.engine.run("launch_select", payload)``
-  from a plain dict — what a worker and ``apportion solve`` do: validation of the
-  job, the solver, and ``model_dump(mode="json")`` of the result — for the same
-  two payloads.
+  from a plain dict: validation of the job, the solver and the envelope — for the
+  same two payloads.
 
-Figures are recorded in bench/placement.md.
+The whole job as a caller sees it (reading and writing included, in a fresh
+process) is bench_launch_solve.py's. Figures are recorded in bench/placement.md.
 """
 
 from __future__ import annotations
@@ -138,10 +138,10 @@ def measure(s: Scenario, repeat: int) -> dict[str, Any]:
     job_policy = LaunchSelectJob.model_validate(selected)
     ctx = Context(limits=s.limits, now=NOW, default_policy=load_default_policy())
     result = solve(job, ctx)
-    n = len(result.allocation_requests)
+    n = len(result["allocation_requests"])
     if s.expect is not None and n != s.expect:
         raise SystemExit(f"{s.name}: expected {s.expect} candidates, got {n}")
-    if solve(job_policy, ctx).selection is None:
+    if solve(job_policy, ctx)["selection"] is None:
         raise SystemExit(f"{s.name}: the default policy did not select")
     del result
 

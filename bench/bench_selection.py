@@ -28,12 +28,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from apportion.contracts.launch import (
+    PROVIDER,
     Account,
     AllocationRequest,
-    Inventory,
     LaunchSelectJob,
     Provider,
-    ProviderAllocation,
 )
 from apportion.contracts.policy import PolicyModule
 from apportion.engine import Context
@@ -83,24 +82,24 @@ def make_inputs(
             failures[name] = a % 11
         for h in range(hosts_per_account):
             uuid = f"{name}-h{h}"
-            providers[uuid] = Provider(
-                uuid=uuid,
-                account=name,
-                inventories={
-                    "VCPU": Inventory(total=64),
-                    "MEMORY_MB": Inventory(total=262_144),
-                },
-                usages={"VCPU": (a * 7 + h * 13) % 64, "MEMORY_MB": (a * 4099) % 262_144},
-                prices={"VCPU": 0.01 + 0.001 * (a % 10)},
+            providers[uuid] = PROVIDER.validate_python(
+                {
+                    "uuid": uuid,
+                    "account": name,
+                    "inventories": {"VCPU": {"total": 64}, "MEMORY_MB": {"total": 262_144}},
+                    "usages": {"VCPU": (a * 7 + h * 13) % 64, "MEMORY_MB": (a * 4099) % 262_144},
+                    "prices": {"VCPU": 0.01 + 0.001 * (a % 10)},
+                }
             )
             requests.append(
-                AllocationRequest(
-                    allocations={
-                        uuid: ProviderAllocation(resources={"VCPU": 2, "MEMORY_MB": 4096})
-                    },
-                    mappings={"": [uuid]},
-                    account=name,
-                )
+                {
+                    "allocations": {uuid: {"resources": {"VCPU": 2, "MEMORY_MB": 4096}}},
+                    "mappings": {"": [uuid]},
+                    "account": name,
+                    "priority_group": None,
+                    "probability": None,
+                    "cost_per_hour": None,
+                }
             )
     return requests, providers, accounts, failures
 
@@ -123,7 +122,7 @@ def time_stack(
         started = time.perf_counter()
         if engine:
             pool = Pool(
-                accounts=[r.account for r in requests],
+                accounts=[r["account"] for r in requests],
                 costs=lambda base: request_costs(requests, providers, base),
                 resource_classes=lambda: ["MEMORY_MB", "VCPU"],
                 providers=lambda: providers,
@@ -168,7 +167,7 @@ def launch_select_delta(
     """
     _, providers, accounts, failures = inputs
     base = {
-        "providers": [p.model_dump() for p in providers.values()],
+        "providers": list(providers.values()),
         "request": "resources=VCPU:2,MEMORY_MB:4096",
         "accounts": {a: s.model_dump() for a, s in accounts.items()},
         "failures": failures,
@@ -179,8 +178,8 @@ def launch_select_delta(
     chosen = LaunchSelectJob.model_validate({**base, "policy": DEFAULT})
     ctx = Context(now=datetime(2026, 11, 21, 22, tzinfo=UTC))
     # 121 of the 4,000 hosts have fewer than 2 VCPUs free (their usages are varied).
-    assert len(launch_solve(plain, ctx).allocation_requests) == 3_879
-    assert launch_solve(chosen, ctx).selection is not None
+    assert len(launch_solve(plain, ctx)["allocation_requests"]) == 3_879
+    assert launch_solve(chosen, ctx)["selection"] is not None
     plain_ms: list[float] = []
     chosen_ms: list[float] = []
     for i in range(repeat):
@@ -218,7 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     # Where the default stack's time goes: the per-candidate passes (cost of every
     # candidate, annotated copies) against the account-level rest (modules, dice, trace).
     requests, providers, accounts, _ = inputs
-    settings = {r.account or "": accounts.get(r.account or "", DEFAULT_ACCOUNT) for r in requests}
+    settings = {
+        r["account"] or "": accounts.get(r["account"] or "", DEFAULT_ACCOUNT) for r in requests
+    }
     costs = candidate_costs(requests, providers, settings)
     per_account = dict.fromkeys(settings, (0, 0.001))
     eligible = tuple(sorted(a for a, s in settings.items() if s.enabled))
@@ -227,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         settings,
         inputs[3],
         {},
-        Counter(r.account or "" for r in requests),
+        Counter(r["account"] or "" for r in requests),
         None,
         datetime(2026, 11, 21, 22, tzinfo=UTC),
         Limits(),

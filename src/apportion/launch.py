@@ -1,6 +1,6 @@
 """launch_select: allocation candidates, then the administrator's selection policy.
 
-Which policy a job gets (SPEC.md §2.3):
+Which policy a job gets:
 
 * ``"policy": null`` — candidates only, no selection (Placement's answer);
 * ``"policy": [...]`` — that stack;
@@ -13,8 +13,8 @@ store) is asked for the candidates' accounts over the widest penalty window. Wit
 store (``apportion solve``) the counts are zero, and the result says so in ``extra``.
 
 The policy runs on the candidates engine's compact answer (accounts and prices per
-candidate); each ``AllocationRequest`` is then built once, with its selection fields,
-rather than built and copied (bench/placement.md).
+candidate), so each ``AllocationRequest`` is built once, with its selection fields,
+rather than built and then copied to add them.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from apportion.contracts.launch import (
     LaunchSelectJob,
     LaunchSelectResult,
     Provider,
-    cyclic_gc_paused,
+    launch_result,
 )
 from apportion.contracts.policy import PolicyModule
 from apportion.engine import Context
@@ -65,35 +65,34 @@ def pool_of(
         accounts=candidates.accounts if accounts is None else accounts,
         costs=candidates.costs,
         resource_classes=candidates.resource_classes,
-        providers=lambda: {p.uuid: p for p in providers},
+        providers=lambda: {p["uuid"]: p for p in providers},
     )
 
 
 def solve(job: LaunchSelectJob, ctx: Context) -> LaunchSelectResult:
     policy = chosen_policy(job, ctx)
-    with cyclic_gc_paused():
-        candidates = find_candidates(job, ctx)
-        if policy is None:
-            return result_of(candidates)  # raises Infeasible when there is no candidate
-        check_found(candidates)
-        accounts = candidates.accounts
-        failures, failure_info = _failures(job, policy, accounts, ctx)
-        choice = choose(
-            pool_of(candidates, job.providers, accounts),
-            job.accounts,
-            policy,
-            failures=failures,
-            exclude_accounts=job.exclude_accounts,
-            seed=job.seed,
-            now=ctx.now,
-            limits=ctx.limits,
-        )
-        return LaunchSelectResult(
-            allocation_requests=candidates.build(choice.per_account, choice.costs),
-            provider_summaries=candidates.provider_summaries,
-            selection=choice.selection,
-            extra={**candidates.extra(), **failure_info},
-        )
+    candidates = find_candidates(job, ctx)
+    if policy is None:
+        return result_of(candidates)  # raises Infeasible when there is no candidate
+    check_found(candidates)
+    accounts = candidates.accounts
+    failures, failure_info = _failures(job, policy, accounts, ctx)
+    choice = choose(
+        pool_of(candidates, job.providers, accounts),
+        job.accounts,
+        policy,
+        failures=failures,
+        exclude_accounts=job.exclude_accounts,
+        seed=job.seed,
+        now=ctx.now,
+        limits=ctx.limits,
+    )
+    return launch_result(
+        candidates.build(choice.per_account, choice.costs),
+        candidates.provider_summaries,
+        choice.selection,
+        {**candidates.extra(), **failure_info},
+    )
 
 
 __all__ = ["chosen_policy", "pool_of", "solve"]

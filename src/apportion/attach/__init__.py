@@ -1,4 +1,4 @@
-"""Auto-attach and guest-to-host attach with Candlepin's semantics (seed: auto-attach.txt).
+"""Auto-attach and guest-to-host attach with Candlepin's semantics (docs/attach.md).
 
 Modules, in the order the algorithm uses them:
 
@@ -6,9 +6,12 @@ Modules, in the order the algorithm uses them:
 * :mod:`.facts` — the consumer: sizes from facts, guest status, syspurpose;
 * :mod:`.pools` — attribute lookup, pool validation and pre-entitlement filters;
 * :mod:`.compliance` — coverage of a consumer by stacks, the compliance status;
-* :mod:`.priority` — pool priority in the three rule profiles;
+* :mod:`.priority` — pool priority in the three rule profiles (and where they differ);
+* :mod:`.needs` — what the consumer still needs, and what counts as satisfied;
+* :mod:`.offers` — which pools the rules are given, and what each offers;
 * :mod:`.groups` — entitlement groups: validate, remove extra attributes, prune, quantity;
-* :mod:`.select` — best groups, with the tie-break order;
+* :mod:`.select` — best groups, with rules.js's tie-breaks and skipping rules
+  (:mod:`.select_indexed` follows the same scan for very large selections);
 * :mod:`.explain` — the explanation for support engineers;
 * :mod:`.inputs` — limits and field checks of a job;
 * :mod:`.autoattach` / :mod:`.guest` — the two job kinds.

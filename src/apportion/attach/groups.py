@@ -26,6 +26,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import cmp_to_key, lru_cache, partial
+from itertools import pairwise
 from typing import NamedTuple
 
 from apportion.attach.compliance import (
@@ -36,9 +37,9 @@ from apportion.attach.compliance import (
     effective_quantity,
     entitlement_failures,
 )
+from apportion.attach.needs import Offer
 from apportion.attach.pools import PoolView
 
-Offer = tuple[str, str]  # ("product" | "role" | "addon", value)
 _NONE: Sequence[str] = ()
 
 
@@ -50,7 +51,8 @@ class Member(NamedTuple):
     available: int
     step: int
     priority: int  # scaled: the exact priority × the run's scale (see priority.Scorer)
-    offers: frozenset[Offer]
+    offers: frozenset[Offer]  # of what is still needed
+    protects: frozenset[Offer]  # what pruning must not lose (offers.py)
 
 
 class Attached(NamedTuple):
@@ -87,11 +89,11 @@ def _subset_order(attributes: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(order)
 
 
-def _offer_count(members: Iterable[Member]) -> int:
+def _product_count(members: Iterable[Member]) -> int:
     seen: set[Offer] = set()
     for m in members:
         seen |= m.offers
-    return len(seen)
+    return sum(1 for kind, _ in seen if kind == "product")
 
 
 def _compare(scale: int, a: Member, b: Member) -> int:
@@ -106,6 +108,19 @@ def _compare(scale: int, a: Member, b: Member) -> int:
     return (diff > 0) - (diff < 0)
 
 
+def _ties(ordered: Sequence[Member], scale: int) -> list[list[PoolView]]:
+    """Runs of pools the prune sort finds equal, which Candlepin's unstable sort may
+    order either way (the explanation names them)."""
+    runs: list[list[PoolView]] = []
+    for previous, m in pairwise(ordered):
+        if _compare(scale, previous, m) == 0:
+            if runs and runs[-1][-1] is previous.view:
+                runs[-1].append(m.view)
+            else:
+                runs.append([previous.view, m.view])
+    return runs
+
+
 class GroupWork:
     """One entitlement group while the rules work on it (mutable working state)."""
 
@@ -118,11 +133,13 @@ class GroupWork:
         "failures",
         "initial",
         "key",
+        "lost_as_extra",
         "members",
         "pruned",
         "removed_as_extra",
         "removed_by_validation",
         "scale",
+        "sort_ties",
         "stack_id",
         "stackable",
         "status",
@@ -149,7 +166,9 @@ class GroupWork:
         self.initial: Sequence[str] = _NONE
         self.removed_by_validation: Sequence[str] = _NONE
         self.removed_as_extra: Sequence[str] = _NONE
+        self.lost_as_extra: Sequence[Offer] = ()
         self.pruned: Sequence[str] = _NONE
+        self.sort_ties: list[list[PoolView]] = []
         self.failures: Sequence[str] = _NONE
         self.status = "considered"
         self._offers: frozenset[Offer] | None = None
@@ -233,7 +252,10 @@ class GroupWork:
         attributes = self.ctx.carried(m.unit for m in members)
         if len(attributes) < 2:
             return  # subsets of size n − 1 of one attribute: only the empty set
-        original = _offer_count(members)
+        # rules.js remove_extra_attrs compares the role and addons of the whole group (not
+        # of the candidate) with themselves, so only the products count: a candidate
+        # may drop the pools that carry the role or an addon.
+        original = _product_count(members)
         # The stack's tally less the pools carrying an attribute is the tally of those
         # without it (tallies are sums), so each candidate costs only its removals.
         full = self._tally(members)
@@ -249,7 +271,12 @@ class GroupWork:
                     tally.add(unit, m.available, -1)
                 else:
                     without.append(m)
-            if tally.covers(self._limit(without)) and _offer_count(without) == original:
+            # An empty candidate scores 0/0 in rules.js (NaN), which never wins.
+            if (
+                without
+                and tally.covers(self._limit(without))
+                and _product_count(without) == original
+            ):
                 candidates.append(without)
         # Score per pool: (virt_only 100 + host-specific 150) summed over the candidate's
         # pools and divided by their number; compared exactly by cross-multiplying.
@@ -269,21 +296,26 @@ class GroupWork:
             chosen = {m.view.id for m in candidates[best]}
             self.removed_as_extra = [m.view.id for m in members if m.view.id not in chosen]
             self.members = list(candidates[best])
+            kept: set[Offer] = set()
+            for m in self.members:
+                kept |= m.protects
+            self.lost_as_extra = sorted({o for m in members for o in m.protects} - kept)
 
     def prune(self) -> None:
         if not self.stackable or len(self.members) < 2:
             return  # the only pool of a group that is needed stays
         members = sorted(self.members, key=cmp_to_key(partial(_compare, self.scale)))
+        self.sort_ties = _ties(members, self.scale)
         tally = self._tally(members)
         counts: Counter[Offer] = Counter()
         for m in members:
-            counts.update(m.offers)
+            counts.update(m.protects)
         needed = offered = len(counts)
         pruned: list[str] = []
         for i in range(len(members) - 1, -1, -1):
             m = members.pop(i)
             tally.add(m.unit, m.available, -1)
-            for offer in m.offers:
+            for offer in m.protects:
                 counts[offer] -= 1
                 if not counts[offer]:
                     offered -= 1
@@ -293,7 +325,7 @@ class GroupWork:
             # Breaks coverage or loses something needed: put it back (at the end).
             members.append(m)
             tally.add(m.unit, m.available)
-            for offer in m.offers:
+            for offer in m.protects:
                 if not counts[offer]:
                     offered += 1
                 counts[offer] += 1

@@ -23,11 +23,12 @@ Seed "Accomodating Guests" and footnote [1], with the reference's server-side ru
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from apportion.attach.autoattach import AttachInput, AttachOutcome, run_attach
-from apportion.attach.compliance import CoverageContext, compute_compliance
+from apportion.attach.compliance import AttachedEntitlement, CoverageContext, compute_compliance
 from apportion.attach.facts import ConsumerProfile, require_guest
 from apportion.attach.inputs import (
     check_limits,
@@ -38,9 +39,9 @@ from apportion.attach.inputs import (
     reject_if,
 )
 from apportion.attach.pools import PoolView, currently_available, drop_reason, view_pool
-from apportion.attach.priority import PROFILES
+from apportion.attach.priority import PROFILES, RuleProfile
 from apportion.attach.values import UNLIMITED, ProblemLog
-from apportion.contracts.attach import GuestHostAttachJob, GuestHostAttachResult, Pool
+from apportion.contracts.attach import GuestHostAttachJob, Pool
 
 if TYPE_CHECKING:
     from apportion.engine import Context
@@ -87,6 +88,7 @@ def _host_candidates(
     virt_covered: Sequence[str],
     targets: Sequence[str],
     at: datetime,
+    profile: RuleProfile,
 ) -> tuple[list[PoolView], list[dict[str, str]]]:
     requested = set(job.requested_pools) if job.requested_pools else None
     needs, covered, wanted = set(guest_needs), set(virt_covered), set(targets)
@@ -117,6 +119,7 @@ def _host_candidates(
                 host_uuid=None,
                 attached_pool_ids=host_attached,
                 available=currently_available(view, host),
+                below_multiplier=profile.drops_pools_below_instance_multiplier,
             )
             if reason is not None:
                 drop(view, reason.filter, reason.detail)
@@ -190,11 +193,45 @@ def _derived_pools(outcome: AttachOutcome, host_uuid: str, taken: set[str]) -> l
     return out
 
 
-def solve_guest_host_attach(job: GuestHostAttachJob, ctx: Context) -> GuestHostAttachResult:
-    """What the host attaches for its guest, the derived pools, the guest's attach (§2.2)."""
-    limits = ctx.limits
+def _explanation(
+    host: AttachOutcome,
+    guest: AttachOutcome,
+    derived: Sequence[Pool],
+    **host_side: Any,
+) -> dict[str, Any]:
+    """The explanation: ``host_side`` holds the guest's needs and the host's candidates,
+    in the order they are shown (guest_products_needed … host_dropped_pools)."""
+    return {
+        "summary": (
+            f"host: {host.explanation['summary']}; {len(derived)} derived pool(s) for the "
+            f"guest; guest: {guest.explanation['summary']}"
+        ),
+        **host_side,
+        "host": host.explanation,
+        "derived_pools": [
+            {"id": p.id, "source": p.attributes.get("source"), "quantity": p.quantity}
+            for p in derived
+        ],
+        "guest": guest.explanation,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """A guest_host_attach job, checked and read."""
+
+    guest: ConsumerProfile
+    host: ConsumerProfile
+    pools: list[PoolView]
+    host_entitlements: list[AttachedEntitlement]
+    guest_entitlements: list[AttachedEntitlement]
+    at: datetime
+    profile: RuleProfile
+
+
+def _read(job: GuestHostAttachJob, ctx: Context) -> _Read:
     check_limits(
-        limits,
+        ctx.limits,
         consumers=[("guest", job.guest), ("host", job.host)],
         pools=("pools", job.pools),
         entitlements=[
@@ -206,7 +243,7 @@ def solve_guest_host_attach(job: GuestHostAttachJob, ctx: Context) -> GuestHostA
     log = ProblemLog.new()
     guest = read_consumer(job.guest, "guest", log)
     host = read_consumer(job.host, "host", log)
-    pools = read_pools(job.pools, "pools", log, limits)
+    pools = read_pools(job.pools, "pools", log, ctx.limits)
     host_ents = read_entitlements(job.host_entitlements, "host_entitlements", log)
     guest_ents = read_entitlements(job.guest_entitlements, "guest_entitlements", log)
     known = {p.id for p in job.pools}
@@ -216,76 +253,70 @@ def solve_guest_host_attach(job: GuestHostAttachJob, ctx: Context) -> GuestHostA
     reject_if(log)
     require_guest(guest, "guest")
     at = check_time(job.at, ctx.now)
-    profile = PROFILES[job.rules]
+    return _Read(guest, host, pools, host_ents, guest_ents, at, PROFILES[job.rules])
 
-    guest_status = compute_compliance(CoverageContext(guest), guest.installed, guest_ents, at)
-    host_status = compute_compliance(CoverageContext(host), host.installed, host_ents, at)
-    guest_attached = frozenset(e.view.id for e in guest_ents if e.active(at))
-    host_attached = frozenset(e.view.id for e in host_ents if e.active(at))
 
+def _attached_ids(ents: Sequence[AttachedEntitlement], at: datetime) -> frozenset[str]:
+    return frozenset(e.view.id for e in ents if e.active(at))
+
+
+def solve_guest_host_attach(job: GuestHostAttachJob, ctx: Context) -> dict[str, Any]:
+    """What the host attaches for its guest, the derived pools, the guest's attach."""
+    r = _read(job, ctx)
+    guest, host, pools, at = r.guest, r.host, r.pools, r.at
+    guest_status = compute_compliance(
+        CoverageContext(guest), guest.installed, r.guest_entitlements, at
+    )
+    host_status = compute_compliance(CoverageContext(host), host.installed, r.host_entitlements, at)
     guest_needs = list(guest_status.non_compliant)
+    guest_attached = _attached_ids(r.guest_entitlements, at)
     virt_covered = _virt_only_coverage(pools, guest, host.uuid, guest_attached, at, guest_needs)
     targets = [p for p in guest_needs if p not in virt_covered]
-
     host_for_guest = host if host.service_level else host.with_service_level(guest.service_level)
     candidates, host_dropped = _host_candidates(
         job,
         pools,
         host_for_guest,
-        host_attached,
+        _attached_ids(r.host_entitlements, at),
         frozenset(host_status.partial_stacks),
         guest_needs,
         virt_covered,
         targets,
         at,
+        r.profile,
     )
-    host_outcome = run_attach(
-        AttachInput(
-            consumer=host_for_guest,
-            pools=candidates,
-            products=targets,
-            compliance=host_status,
-            entitlements=host_ents,
-            at=at,
-            profile=profile,
-            consider_derived=True,
-        )
+    host_input = AttachInput(
+        host_for_guest, candidates, targets, host_status, r.host_entitlements, at, r.profile
     )
-    derived = _derived_pools(host_outcome, host.uuid, set(known))
+    host_outcome = run_attach(replace(host_input, consider_derived=True))
+    derived = _derived_pools(host_outcome, host.uuid, {p.id for p in pools})
     guest_pools = [*pools, *(view_pool(p, len(pools) + i) for i, p in enumerate(derived))]
     guest_outcome = run_attach(
         AttachInput(
-            consumer=guest,
-            pools=guest_pools,
-            products=None,
-            compliance=guest_status,
-            entitlements=guest_ents,
-            at=at,
-            profile=profile,
+            guest,
+            guest_pools,
+            None,
+            guest_status,
+            r.guest_entitlements,
+            at,
+            r.profile,
             host_uuid=host.uuid,
         )
     )
-    explanation: dict[str, Any] = {
-        "summary": (
-            f"host: {host_outcome.explanation['summary']}; "
-            f"{len(derived)} derived pool(s) for the guest; "
-            f"guest: {guest_outcome.explanation['summary']}"
-        ),
-        "guest_products_needed": guest_needs,
-        "provided_by_virt_only_pools": virt_covered,
-        "targets": targets,
-        "host_candidates": [v.id for v in candidates],
-        "host_dropped_pools": host_dropped,
-        "host": host_outcome.explanation,
-        "derived_pools": [
-            {"id": p.id, "source": p.attributes.get("source"), "quantity": p.quantity}
-            for p in derived
-        ],
-        "guest": guest_outcome.explanation,
-    }
-    return GuestHostAttachResult(
-        host_pool_quantities=host_outcome.pool_quantities,
-        derived_pools=derived,
-        guest_pool_quantities=guest_outcome.pool_quantities,
-        explanation=explanation,
+    explanation = _explanation(
+        host_outcome,
+        guest_outcome,
+        derived,
+        guest_products_needed=guest_needs,
+        provided_by_virt_only_pools=virt_covered,
+        targets=targets,
+        host_candidates=[v.id for v in candidates],
+        host_dropped_pools=host_dropped,
     )
+    # GuestHostAttachResult as JSON data (the derived pools dumped).
+    return {
+        "host_pool_quantities": host_outcome.pool_quantities,
+        "derived_pools": [p.model_dump(mode="json") for p in derived],
+        "guest_pool_quantities": guest_outcome.pool_quantities,
+        "explanation": explanation,
+    }

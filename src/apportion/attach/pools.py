@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 from apportion.attach.facts import ConsumerProfile
 from apportion.attach.values import (
@@ -80,6 +80,9 @@ class PoolView(NamedTuple):
     sizes: Mapping[str, int]
     instance_multiplier: int | None
     instance_multiplier_pool_first: int | None
+    # A guest reads a pool's vcpu as its cores when it sets no vcpu, and rules.js takes
+    # those cores pool attribute first (createPool's getAttribute), unlike the sizes.
+    cores_pool_first: int | None
     # The syspurpose attributes as written (comma lists; None when unset). They are split
     # on demand (see the properties below): scoring reads the raw strings, which recur.
     purpose: tuple[str | None, str | None, str | None, str | None, str | None]
@@ -136,14 +139,14 @@ class PoolView(NamedTuple):
         """A sizing attribute; for guests a pool with ``cores`` and no ``vcpu`` has vcpu = cores."""
         value = self.sizes.get(attribute)
         if value is None and guest and attribute == "vcpu":
-            return self.sizes.get("cores")
+            return self.cores_pool_first
         return value
 
     def sizes_for(self, guest: bool) -> Mapping[str, int]:
         """The sizing attributes as a consumer reads them (vcpu from cores for guests)."""
         sizes = self.sizes
-        if guest and "vcpu" not in sizes and "cores" in sizes:
-            return {**sizes, "vcpu": sizes["cores"]}
+        if guest and "vcpu" not in sizes and self.cores_pool_first is not None:
+            return {**sizes, "vcpu": self.cores_pool_first}
         return sizes
 
 
@@ -237,9 +240,9 @@ def _cleaned(attrs: Mapping[str, str | None]) -> Mapping[str, str]:
     return cast(Mapping[str, str], attrs)
 
 
-def view_pool(pool: Pool, index: int) -> PoolView:
-    """Read ``pool`` (already checked by :func:`check_pool`)."""
-    own_attributes = pool.attributes
+def _readings(pool: Pool) -> tuple[Mapping[str, str], Mapping[str, str]]:
+    """The merged readings of a pool's attributes: pool attribute first (rules.js
+    ``getAttribute``) and product attribute first (``getProductAttribute``), "0" unset."""
     product_attributes = pool.product_attributes
     product: Mapping[str, str]
     if not product_attributes:
@@ -247,47 +250,55 @@ def view_pool(pool: Pool, index: int) -> PoolView:
     elif "0" in (values := product_attributes.values()) or None in values:
         product = _clean(product_attributes)
     else:
-        product = product_attributes  # type: ignore[assignment]  # no None values (checked)
-    pool_first: Mapping[str, str]
-    product_first: Mapping[str, str]
+        product = cast(Mapping[str, str], product_attributes)  # no None values (checked)
+    own_attributes = pool.attributes
     if own_attributes and (own := _cleaned(own_attributes)):
-        pool_first = {**product, **own}
-        product_first = {**own, **product}
-    else:
-        pool_first = product_first = product
+        return {**product, **own}, {**own, **product}
+    return product, product
+
+
+# The fields of a pool setting none of the rarely set attributes (_RARE), in PoolView's
+# order from virt_only to product_consumer_type.
+_NO_RARE_FIELDS = (False, False, False, False, None, None, None, None)
+
+
+def _rare_fields(
+    pool_first: Mapping[str, str], product_first: Mapping[str, str]
+) -> tuple[Any, ...]:
+    """PoolView's fields virt_only … product_consumer_type, read."""
+    get_prod, get_pool = product_first.get, pool_first.get
+    flag_prod, flag_pool = get_prod("virt_only"), get_pool("virt_only")
+    virt_only = flag_prod is not None and flag_prod.lower() == "true"
+    physical = get_pool("physical_only")
+    unmapped = get_pool(_UNMAPPED[0]) or get_pool(_UNMAPPED[1])
+    return (
+        virt_only,
+        virt_only or (flag_pool is not None and flag_pool.lower() == "true"),
+        physical is not None and physical.lower() == "true",
+        unmapped is not None
+        and (_flag(pool_first, _UNMAPPED[0]) or _flag(pool_first, _UNMAPPED[1])),
+        get_pool("requires_host"),
+        get_pool("requires_consumer"),
+        get_pool("requires_consumer_type"),
+        get_prod("requires_consumer_type"),
+    )
+
+
+def view_pool(pool: Pool, index: int) -> PoolView:
+    """Read ``pool`` (already checked by :func:`check_pool`)."""
+    pool_first, product_first = _readings(pool)
+    get_prod = product_first.get
     derived: tuple[str, ...] | None = None
     if pool.derived_product_id is not None:
         derived = (pool.derived_product_id, *pool.derived_provided_products)
-    sizes: dict[str, int] = {}
-    for name in _SIZE_NAMES.intersection(product_first):
-        sizes[name] = int(product_first[name])
-    get_prod = product_first.get
-    get_pool = pool_first.get
-    stacking = product_attributes.get("stacking_id")
+    sizes = {name: int(product_first[name]) for name in _SIZE_NAMES.intersection(product_first)}
+    stacking = pool.product_attributes.get("stacking_id")
     multi = get_prod("multi-entitlement")
-    # Both merged mappings have the same keys, so one check covers either reading.
+    # Both merged readings have the same keys, so one check covers either.
     rare = not _RARE.isdisjoint(pool_first)
-    if rare:
-        limit = get_prod("virt_limit")
-        flag_prod, flag_pool = get_prod("virt_only"), get_pool("virt_only")
-        virt_only = flag_prod is not None and flag_prod.lower() == "true"
-        virt_only_any = virt_only or (flag_pool is not None and flag_pool.lower() == "true")
-        physical = get_pool("physical_only")
-        unmapped = get_pool(_UNMAPPED[0]) or get_pool(_UNMAPPED[1])
-        unmapped_only = unmapped is not None and (
-            _flag(pool_first, _UNMAPPED[0]) or _flag(pool_first, _UNMAPPED[1])
-        )
-        requires_host = get_pool("requires_host")
-        requires_consumer = get_pool("requires_consumer")
-        requires_type, product_type = (
-            get_pool("requires_consumer_type"),
-            get_prod("requires_consumer_type"),
-        )
-    else:
-        limit = physical = requires_host = requires_consumer = None
-        requires_type = product_type = None
-        virt_only = virt_only_any = unmapped_only = False
-    im_prod, im_pool = get_prod("instance_multiplier"), get_pool("instance_multiplier")
+    limit = get_prod("virt_limit") if rare else None
+    im_prod, im_pool = get_prod("instance_multiplier"), pool_first.get("instance_multiplier")
+    cores = pool_first.get("cores")
     start, end = pool.start_date, pool.end_date
     return _new_view(
         PoolView,
@@ -301,14 +312,7 @@ def view_pool(pool: Pool, index: int) -> PoolView:
             stacking is not None,
             stacking,
             multi is not None and multi.lower() == "yes",
-            virt_only,
-            virt_only_any,
-            physical is not None and physical.lower() == "true",
-            unmapped_only,
-            requires_host,
-            requires_consumer,
-            requires_type,
-            product_type,
+            *(_rare_fields(pool_first, product_first) if rare else _NO_RARE_FIELDS),
             pool.quantity,
             pool.consumed,
             start if start is None or start.tzinfo is not None else as_utc(start),
@@ -317,6 +321,7 @@ def view_pool(pool: Pool, index: int) -> PoolView:
             sizes,
             None if im_prod is None else int(im_prod),
             None if im_pool is None else int(im_pool),
+            None if cores is None else int(cores),
             (
                 get_prod("roles"),
                 get_prod("addons"),
@@ -495,6 +500,7 @@ def drop_reason(
     attached_pool_ids: frozenset[str],
     available: int,
     check_quantity: bool = True,
+    below_multiplier: bool = True,
 ) -> Drop | None:
     """The first validation step or pre-entitlement filter ``view`` fails, if any."""
     if view.start is not None and view.start > at:
@@ -523,7 +529,12 @@ def drop_reason(
     if available <= 0:
         return Drop("quantity", "no quantity available")
     multiplier = view.instance_multiplier
-    if not consumer.is_guest and multiplier is not None and available < multiplier:
+    if (
+        below_multiplier
+        and not consumer.is_guest
+        and multiplier is not None
+        and available < multiplier
+    ):
         return Drop(
             "instance_multiplier",
             f"only {available} available, less than instance_multiplier {multiplier}",

@@ -46,6 +46,32 @@ class RuleProfile:
     null_factor: Fraction
     mismatch_factor: Fraction
     score_all_sizes: bool
+    # candlepin-* profiles give rules.js's answers; the seed profile reads the seed's
+    # prose where it and rules.js differ (the reference's steps 1 and 7) and, where the
+    # seed is silent about the server's part, a simpler reading of its own (needs.py,
+    # offers.py), so that seed answers stay stable for its users. Each difference is a
+    # property below.
+    follows_rules_js: bool = True
+
+    @property
+    def drops_pools_below_instance_multiplier(self) -> bool:
+        """Seed step 1 drops a physical consumer's pool with less available than its
+        instance_multiplier; rules.js keeps it (and gives it no quantity)."""
+        return not self.follows_rules_js
+
+    @property
+    def most_products_first(self) -> bool:
+        """Seed step 7 picks the group covering the most still-needed products first;
+        rules.js never compares the number of products covered."""
+        return not self.follows_rules_js
+
+    @property
+    def reads_like_the_server(self) -> bool:
+        """rules.js and its server: only the compliance maps' entitlements satisfy a role
+        or addon (needs.py), the server offers the rules only the pools that match
+        (offers.py), pruning keeps the consumer's role and addons (offers.py's
+        ``protects``)."""
+        return self.follows_rules_js
 
     def sizing_attributes(self, consumer: ConsumerProfile) -> tuple[str, ...]:
         if self.score_all_sizes:
@@ -64,7 +90,13 @@ _SEED_WEIGHTS = (
 
 PROFILES: Mapping[str, RuleProfile] = {
     "seed": RuleProfile(
-        "seed", _F(545), _SEED_WEIGHTS, _F(1, 100), _F(-5, 100), score_all_sizes=True
+        "seed",
+        _F(545),
+        _SEED_WEIGHTS,
+        _F(1, 100),
+        _F(-5, 100),
+        score_all_sizes=True,
+        follows_rules_js=False,
     ),
     "candlepin-5.42": RuleProfile(
         "candlepin-5.42", _F(545), _SEED_WEIGHTS, _F(1, 100), _F(-5, 100), score_all_sizes=False

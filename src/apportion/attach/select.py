@@ -1,44 +1,42 @@
 """Select best entitlement groups: partial stacks first, then greedily the best group.
 
-The greedy step scans the valid groups in the order they were validated (reverse
-input order) and keeps a running best. A challenger replaces it when it is better on
-the first criterion where they differ, in this order:
+Each round scans the candidate groups in the order they were validated (reverse input
+order) and keeps a running best, as rules.js ``find_best_ent_group`` does. A challenger
+replaces the running best when it wins at the first rule where they differ:
 
-1. more still-needed products covered;
+1. (``seed`` profile only) more still-needed products covered — the candlepin-*
+   profiles never compare this: a group covering nothing still needed is left out,
+   every other group competes on the rules below alone;
 2. more host-specific (``requires_host``) pools;
 3. higher average pool priority;
 4. more virt_only pools;
 5. smaller total quantity;
-6. not stacked (over stacked);
-7. provides a still-needed role or addon.
+6. then, on a tie of all the above, the challenger wins if the running best is stacked
+   and the challenger is not, or if the challenger provides a still-needed role or
+   addon (whatever the running best provides). Otherwise the running best stays, so
+   on an exact tie the group met first — the later one in the input — wins.
 
-On an exact tie the running best stays, so the group met first — the later one in
-the input — wins. A group offering nothing still needed is skipped, and once a
-host-specific (or virt_only) group has become the best, groups with fewer such
-pools are skipped.
+Two skipping rules make the outcome depend on the scan order: once the running best
+has host-specific pools, groups with fewer are skipped; once a group has become the
+running best by winning on the virt_only rule (4), groups with fewer virt_only pools
+than the running best are skipped. A running best that merely happens to have
+virt_only pools does not make others skip.
 
-Two exact implementations of that scan, chosen by size:
-
-* small selections rescan the candidates every round (what the reference does; each
-  round is a handful of integer comparisons per candidate);
-* large ones (tens of thousands of groups, thousands of products: a scan per pick would
-  be quadratic) keep the candidates in segment trees over their scan positions, keyed
-  by the criteria, and find each round's winner with logarithmic queries: the running
-  best of the scan only moves to a later candidate that beats it and has at least as
-  many host-specific and virt_only pools (that is what the skipping amounts to), so the
-  scan is followed by jumping from one best to the next ("the first later candidate
-  of a class with at least these counts whose criteria are greater").
+Large selections (:data:`SCAN_LIMIT`) follow the same scan through segment trees
+(:mod:`.select_indexed`) instead of rescanning every round.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cmp_to_key
 
-from apportion.attach.groups import GroupWork, Offer
+from apportion.attach.groups import GroupWork
+from apportion.attach.needs import Offer
 
-CRITERIA = (
+PRODUCTS, HOST_SPECIFIC, AVERAGE, VIRT_ONLY, QUANTITY, UNSTACKED, ROLE_OR_ADDON, TIE = range(8)
+# The name the explanation gives each rule (index as above).
+RULES = (
     "products_covered",
     "host_specific_pools",
     "average_priority",
@@ -46,8 +44,17 @@ CRITERIA = (
     "total_quantity",
     "unstacked",
     "provides_role_or_addon",
+    "input order (on an exact tie the later pool wins)",
 )
-
+SKIPPED_HOST_SPECIFIC = (
+    "host_specific_pools (the runner-up, met later, was skipped: it has fewer host-specific "
+    "pools than the running best)"
+)
+SKIPPED_VIRT_ONLY = (
+    "virt_only_pools (the runner-up, met later, was skipped: it has fewer virt_only pools "
+    "than the running best, which had won on virt_only_pools)"
+)
+PARTIAL_STACK = "partial stack: the rules complete partial stacks before choosing any other group"
 # Above this many (candidates × things still needed) the rounds use the segment trees;
 # below it, rescanning is cheaper than building them. Both give the same picks.
 SCAN_LIMIT = 60_000
@@ -63,7 +70,7 @@ class Pick:
     values: dict[str, object] = field(default_factory=dict)
 
 
-class _Candidate:
+class Candidate:
     """A group's standing in the greedy selection, updated as needs are covered."""
 
     __slots__ = (
@@ -76,6 +83,7 @@ class _Candidate:
         "position",
         "rank",
         "sp",
+        "stacked",
         "total",
         "unstacked",
         "vo",
@@ -90,8 +98,9 @@ class _Candidate:
         # The average priority is total / count (scaled); compared by cross-multiplying.
         self.total = sum(m.priority for m in members)
         self.count = len(members)
+        self.stacked = group.stackable
         self.unstacked = 0 if group.stackable else 1
-        self.rank = 0  # dense rank of the average among the candidates (tree path only)
+        self.rank = 0  # dense rank of the average among the candidates (indexed path only)
         self._qty: int | None = None
         self.update(fresh)
 
@@ -114,124 +123,205 @@ class _Candidate:
         return self.total / (self.count * self.group.scale)
 
 
-def _order(c: _Candidate, b: _Candidate) -> tuple[int, int]:
-    """Compare ``c`` with ``b`` on the criteria: (sign, index of the deciding criterion).
+def challenge(c: Candidate, best: Candidate, products_first: bool) -> tuple[bool, int]:
+    """Whether ``c`` replaces the running best ``best``, and the rule that decided it.
 
-    sign > 0 when ``c`` is better, < 0 when worse, 0 on an exact tie (index 7). The total
-    quantity is only computed when the earlier criteria are level.
+    The total quantity is only computed when the earlier rules are level.
     """
-    if c.inter != b.inter:
-        return (1 if c.inter > b.inter else -1), 0
-    if c.hs != b.hs:
-        return (1 if c.hs > b.hs else -1), 1
-    cross = c.total * b.count - b.total * c.count
+    if products_first and c.inter != best.inter:
+        return c.inter > best.inter, PRODUCTS
+    if c.hs != best.hs:
+        return c.hs > best.hs, HOST_SPECIFIC
+    cross = c.total * best.count - best.total * c.count
     if cross:
-        return (1 if cross > 0 else -1), 2
-    if c.vo != b.vo:
-        return (1 if c.vo > b.vo else -1), 3
-    cq, bq = c.qty, b.qty
+        return cross > 0, AVERAGE
+    if c.vo != best.vo:
+        return c.vo > best.vo, VIRT_ONLY
+    cq, bq = c.qty, best.qty
     if cq != bq:
-        return (1 if cq < bq else -1), 4
-    if c.unstacked != b.unstacked:
-        return (1 if c.unstacked > b.unstacked else -1), 5
-    if c.sp != b.sp:
-        return (1 if c.sp > b.sp else -1), 6
-    return 0, 7
+        return cq < bq, QUANTITY
+    if best.stacked and not c.stacked:
+        return True, UNSTACKED
+    if c.sp:
+        return True, ROLE_OR_ADDON
+    return False, UNSTACKED if c.stacked and not best.stacked else TIE
 
 
-def _metrics(c: _Candidate) -> dict[str, object]:
+def skipped(c: Candidate, best: Candidate, virt_only_found: bool) -> str | None:
+    """The skipping rule that keeps ``c`` from challenging ``best``, if any."""
+    if c.hs < best.hs:
+        return SKIPPED_HOST_SPECIFIC
+    if virt_only_found and c.vo < best.vo:
+        return SKIPPED_VIRT_ONLY
+    return None
+
+
+def scan(candidates: Sequence[Candidate], products_first: bool) -> tuple[Candidate, bool]:
+    """The running best at the end of one round's scan (``candidates`` is not empty), and
+    whether a group won on the virt_only rule on the way (so fewer virt_only pools skip)."""
+    best = candidates[0]
+    virt_only_found = False
+    for c in candidates:
+        if c is best or c.hs < best.hs or (virt_only_found and c.vo < best.vo):
+            continue
+        # Most challengers lose on the average priority: that rule is inlined for the
+        # candlepin-* profiles, challenge() decides the rest.
+        if not products_first and c.hs == best.hs:
+            cross = c.total * best.count - best.total * c.count
+            if cross < 0:
+                continue
+            if cross > 0:
+                best = c
+                continue
+        wins, rule = challenge(c, best, products_first)
+        if wins:
+            best = c
+            virt_only_found = virt_only_found or rule == VIRT_ONLY
+    return best, virt_only_found
+
+
+def rival_key(c: Candidate, products_first: bool) -> tuple[int, ...]:
+    """The rules in order as one comparable tuple (greater = closer to winning)."""
+    return (c.inter if products_first else 0, c.hs, c.rank, c.vo, -c.qty, c.unstacked, c.sp)
+
+
+def runner_up_of(
+    candidates: Sequence[Candidate], winner: Candidate, products_first: bool
+) -> Candidate | None:
+    """The closest rival: the best of the others by the rules in order (first met on a tie)."""
+    runner: Candidate | None = None
+    for c in candidates:
+        if c is winner:
+            continue
+        if runner is None or _better_rival(c, runner, products_first):
+            runner = c
+    return runner
+
+
+def _better_rival(c: Candidate, other: Candidate, products_first: bool) -> bool:
+    if products_first and c.inter != other.inter:
+        return c.inter > other.inter
+    if c.hs != other.hs:
+        return c.hs > other.hs
+    cross = c.total * other.count - other.total * c.count
+    if cross:
+        return cross > 0
+    return (c.vo, -c.qty, c.unstacked, c.sp) > (other.vo, -other.qty, other.unstacked, other.sp)
+
+
+def decided_by(
+    winner: Candidate, runner: Candidate, products_first: bool, virt_only_found: bool
+) -> str:
+    """The rule that put ``winner`` before ``runner`` in the scan.
+
+    Met after the winner, the runner-up was skipped or lost its challenge against it
+    (``virt_only_found`` is the scan's state then: it only changes when the running best
+    does). Met before, it was the running best the winner displaced, or it had already
+    lost to a group the winner then beat.
+    """
+    if runner.position > winner.position:
+        skip = skipped(runner, winner, virt_only_found)
+        return skip if skip is not None else RULES[challenge(runner, winner, products_first)[1]]
+    wins, rule = challenge(winner, runner, products_first)
+    if wins:
+        return RULES[rule]
+    return (
+        "scan order: the runner-up had already lost to a group the chosen group then "
+        "beat (each group is compared with the running best only)"
+    )
+
+
+def _metrics(c: Candidate) -> dict[str, object]:
     return {
         "products_covered": c.inter,
         "host_specific_pools": c.hs,
         "average_priority": c.average(),
         "virt_only_pools": c.vo,
         "total_quantity": c.qty,
-        "unstacked": not c.group.stackable,
+        "unstacked": not c.stacked,
         "provides_role_or_addon": bool(c.sp),
     }
 
 
-def _explain(winner: _Candidate, runner: _Candidate | None, pick: Pick) -> None:
-    """Name the runner-up (the best rival by the criteria, the first met on a tie) and
-    the criterion that decided between them."""
+def explain_pick(
+    winner: Candidate,
+    runner: Candidate | None,
+    pick: Pick,
+    products_first: bool,
+    virt_only_found: bool,
+) -> None:
+    """Name the runner-up and the rule that decided between it and the winner."""
     if runner is None:
         pick.decided_by = "only candidate"
         return
     pick.runner_up = runner.group.key
     chosen, other = _metrics(winner), _metrics(runner)
-    pick.values = {name: {"chosen": chosen[name], "runner_up": other[name]} for name in CRITERIA}
-    sign, index = _order(runner, winner)
-    if sign == 0:
-        pick.decided_by = "input order (on an exact tie the later pool wins)"
-    elif sign > 0:
-        pick.decided_by = (
-            "host-specific/virt_only preference (the runner-up was skipped because it has "
-            "fewer such pools than a group already preferred)"
-        )
-    else:
-        pick.decided_by = CRITERIA[index]
+    names = RULES[PRODUCTS : ROLE_OR_ADDON + 1] if products_first else RULES[HOST_SPECIFIC:TIE]
+    pick.values = {name: {"chosen": chosen[name], "runner_up": other[name]} for name in names}
+    pick.decided_by = decided_by(winner, runner, products_first, virt_only_found)
+
+
+def _partial_stack_picks(
+    groups: Sequence[GroupWork], needed: set[Offer], partial_stacks: Sequence[str]
+) -> list[Pick]:
+    picks: list[Pick] = []
+    chosen: set[str] = set()
+    by_stack: dict[str | None, list[GroupWork]] = {}
+    for group in groups:
+        if group.stackable:
+            by_stack.setdefault(group.stack_id, []).append(group)
+    for stack_id in partial_stacks:
+        for found in by_stack.get(stack_id, ()):
+            if found.key not in chosen:
+                new = tuple(sorted(found.offers() & needed))
+                picks.append(Pick(found, "completes a partial stack", new, PARTIAL_STACK))
+                chosen.add(found.key)
+                needed -= found.offers()
+    return picks
 
 
 def select(
-    groups: Sequence[GroupWork], needed: set[Offer], partial_stacks: Sequence[str]
+    groups: Sequence[GroupWork],
+    needed: set[Offer],
+    partial_stacks: Sequence[str],
+    products_first: bool = False,
 ) -> list[Pick]:
-    """Choose groups until nothing still needed can be covered; ``needed`` is consumed."""
-    picks: list[Pick] = []
-    chosen: set[str] = set()
-    if partial_stacks:
-        by_stack: dict[str | None, list[GroupWork]] = {}
-        for group in groups:
-            if group.stackable:
-                by_stack.setdefault(group.stack_id, []).append(group)
-        for stack_id in partial_stacks:
-            for found in by_stack.get(stack_id, ()):
-                if found.key not in chosen:
-                    new = tuple(sorted(found.offers() & needed))
-                    picks.append(Pick(found, "completes a partial stack", new))
-                    chosen.add(found.key)
-                    needed -= found.offers()
-    candidates: list[_Candidate] = []
+    """Choose groups until nothing still needed can be covered; ``needed`` is consumed.
+
+    ``groups`` are in scan order; ``products_first`` is the ``seed`` profile's rule 1.
+    """
+    picks = _partial_stack_picks(groups, needed, partial_stacks) if partial_stacks else []
+    chosen = {p.group.key for p in picks}
+    candidates: list[Candidate] = []
     for group in groups:
         if group.key not in chosen:
             fresh = group.offers() & needed
             if fresh:
-                candidates.append(_Candidate(group, fresh, len(candidates)))
+                candidates.append(Candidate(group, fresh, len(candidates)))
     if len(candidates) * len(needed) > SCAN_LIMIT:
-        picks += _select_indexed(candidates, needed)
+        from apportion.attach.select_indexed import select_indexed
+
+        picks += select_indexed(candidates, needed, products_first)
     else:
-        picks += _select_scanning(candidates, needed)
+        picks += _select_scanning(candidates, needed, products_first)
     return picks
 
 
-def _select_scanning(candidates: list[_Candidate], needed: set[Offer]) -> list[Pick]:
+def _select_scanning(
+    candidates: list[Candidate], needed: set[Offer], products_first: bool
+) -> list[Pick]:
     picks: list[Pick] = []
     while candidates:
-        best = candidates[0]
-        for c in candidates:
-            # Once the best has host-specific (virt_only) pools, groups with fewer are
-            # skipped: the best's counts only grow from then on, so this is that rule.
-            if c is best or c.hs < best.hs or c.vo < best.vo:
-                continue
-            if c.inter != best.inter:
-                if c.inter > best.inter:
-                    best = c
-            elif c.hs != best.hs:
-                if c.hs > best.hs:
-                    best = c
-            elif _order(c, best)[0] > 0:
-                best = c
-        runner: _Candidate | None = None
-        for c in candidates:
-            if c is not best and (runner is None or _order(c, runner)[0] > 0):
-                runner = c
+        best, virt_only_found = scan(candidates, products_first)
         covered = best.fresh
         pick = Pick(best.group, "best group", tuple(sorted(covered)))
-        _explain(best, runner, pick)
+        runner = runner_up_of(candidates, best, products_first)
+        explain_pick(best, runner, pick, products_first, virt_only_found)
         picks.append(pick)
         needed -= covered
         # Only groups offering what was just covered change; a group left with nothing
         # still needed can never offer anything again.
-        remaining: list[_Candidate] = []
+        remaining: list[Candidate] = []
         for c in candidates:
             if c is best:
                 continue
@@ -243,191 +333,3 @@ def _select_scanning(candidates: list[_Candidate], needed: set[Offer]) -> list[P
             remaining.append(c)
         candidates = remaining
     return picks
-
-
-# ---- the indexed rounds (large selections) ------------------------------------------
-
-_DEAD: tuple[int, ...] = (-1,)  # below every live key (inter is never negative)
-
-
-class _MaxTree:
-    """Maximum over a fixed range of slots, with point updates and first-index searches."""
-
-    __slots__ = ("size", "tree")
-
-    def __init__(self, values: Sequence[tuple[int, ...]]) -> None:
-        size = 1
-        while size < max(len(values), 1):
-            size *= 2
-        self.size = size
-        tree = [_DEAD] * (2 * size)
-        tree[size : size + len(values)] = values
-        for i in range(size - 1, 0, -1):
-            left, right = tree[2 * i], tree[2 * i + 1]
-            tree[i] = left if left >= right else right
-        self.tree = tree
-
-    def set(self, index: int, value: tuple[int, ...]) -> None:
-        tree = self.tree
-        i = index + self.size
-        tree[i] = value
-        i //= 2
-        while i:
-            left, right = tree[2 * i], tree[2 * i + 1]
-            tree[i] = left if left >= right else right
-            i //= 2
-
-    def top(self) -> tuple[int, ...]:
-        return self.tree[1]
-
-    def first_at_least(self, start: int, bound: tuple[int, ...], strict: bool) -> int:
-        """The first slot ≥ ``start`` whose value is ≥ ``bound`` (> when ``strict``), or −1."""
-        tree, size = self.tree, self.size
-        if start >= size:
-            return -1
-
-        def fits(value: tuple[int, ...]) -> bool:
-            return value > bound if strict else value >= bound
-
-        # Walk up from the start leaf, checking the right siblings of the path, then
-        # descend into the first subtree that holds a fitting value.
-        i = start + size
-        if fits(tree[i]):
-            return start
-        while i > 1:
-            if i % 2 == 0 and fits(tree[i + 1]):
-                i += 1
-                while i < size:
-                    i = 2 * i if fits(tree[2 * i]) else 2 * i + 1
-                return i - size
-            i //= 2
-        return -1
-
-
-def _exact_order(a: _Candidate, b: _Candidate) -> int:
-    cross = a.total * b.count - b.total * a.count
-    return (cross > 0) - (cross < 0)
-
-
-def _key(c: _Candidate) -> tuple[int, ...]:
-    """The criteria as one comparable tuple (greater = better); ties: earlier slot."""
-    return (c.inter, c.hs, c.rank, c.vo, -c.qty, c.unstacked, c.sp)
-
-
-def _select_indexed(candidates: list[_Candidate], needed: set[Offer]) -> list[Pick]:
-    # Dense ranks of the exact average priorities, so every criterion is an integer.
-    # Sorted by the float average (monotone in the exact one), then runs of equal floats
-    # by the exact average (cross-multiplied).
-    order = sorted(candidates, key=_Candidate.average)
-    start = 0
-    while start < len(order):
-        end = start + 1
-        while end < len(order) and order[end].average() == order[start].average():
-            end += 1
-        if end - start > 1:
-            order[start:end] = sorted(order[start:end], key=cmp_to_key(_exact_order))
-        start = end
-    rank, previous = 0, None
-    for c in order:
-        if previous is not None and c.total * previous.count != previous.total * c.count:
-            rank += 1
-        c.rank = rank
-        previous = c
-    keys = [_key(c) for c in candidates]
-    everyone = _MaxTree(keys)
-    # One tree per (host-specific, virt_only) count pair, over that class's slots.
-    classes: dict[tuple[int, int], list[int]] = {}
-    for c in candidates:
-        classes.setdefault((c.hs, c.vo), []).append(c.position)
-    class_trees = {
-        cls: (slots, _MaxTree([keys[s] for s in slots]), {s: j for j, s in enumerate(slots)})
-        for cls, slots in classes.items()
-    }
-    by_offer: dict[Offer, list[_Candidate]] = {}
-    for c in candidates:
-        for offer in c.fresh:
-            by_offer.setdefault(offer, []).append(c)
-    alive = len(candidates)
-    picks: list[Pick] = []
-
-    def put(c: _Candidate, key: tuple[int, ...]) -> None:
-        everyone.set(c.position, key)
-        _, tree, where = class_trees[(c.hs, c.vo)]
-        tree.set(where[c.position], key)
-
-    while alive:
-        best = _winner(candidates, everyone, class_trees)
-        runner = _runner_up(candidates, everyone, best)
-        covered = best.fresh
-        pick = Pick(best.group, "best group", tuple(sorted(covered)))
-        _explain(best, runner, pick)
-        picks.append(pick)
-        needed -= covered
-        put(best, _DEAD)
-        best.fresh = frozenset()
-        alive -= 1
-        touched: dict[int, _Candidate] = {}
-        for offer in covered:
-            for c in by_offer.get(offer, ()):
-                if c.fresh:
-                    touched[c.position] = c
-        for c in touched.values():
-            fresh = c.fresh - covered
-            if fresh:
-                c.update(fresh)
-                put(c, _key(c))
-            else:
-                c.fresh = fresh
-                put(c, _DEAD)
-                alive -= 1
-    return picks
-
-
-def _winner(
-    candidates: list[_Candidate],
-    everyone: _MaxTree,
-    class_trees: dict[tuple[int, int], tuple[list[int], _MaxTree, dict[int, int]]],
-) -> _Candidate:
-    """Where the scan's running best ends: from the first live candidate, jump to the
-    first later candidate with at least its host-specific and virt_only counts and a
-    greater key, until there is none."""
-    if len(class_trees) == 1:
-        # One class: nothing is ever skipped, the scan ends on the first greatest key.
-        return candidates[everyone.first_at_least(0, everyone.top(), strict=False)]
-    best = candidates[everyone.first_at_least(0, (0,), strict=False)]
-    while True:
-        key = _key(best)
-        following = -1
-        for (hs, vo), (slots, tree, _) in class_trees.items():
-            if hs < best.hs or vo < best.vo:
-                continue
-            j = tree.first_at_least(_after(slots, best.position), key, strict=True)
-            if j >= 0 and (following < 0 or slots[j] < following):
-                following = slots[j]
-        if following < 0:
-            return best
-        best = candidates[following]
-
-
-def _after(slots: list[int], position: int) -> int:
-    """The index of the first slot after ``position`` in the sorted ``slots``."""
-    lo, hi = 0, len(slots)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if slots[mid] <= position:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-def _runner_up(
-    candidates: list[_Candidate], everyone: _MaxTree, best: _Candidate
-) -> _Candidate | None:
-    """The first live candidate other than ``best`` with the greatest key."""
-    saved = everyone.tree[everyone.size + best.position]
-    everyone.set(best.position, _DEAD)
-    top = everyone.top()
-    found = None if top == _DEAD else candidates[everyone.first_at_least(0, top, strict=False)]
-    everyone.set(best.position, saved)
-    return found

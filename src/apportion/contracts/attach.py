@@ -1,4 +1,4 @@
-"""auto_attach and guest_host_attach jobs and results (SPEC.md §2.1, §2.2).
+"""auto_attach and guest_host_attach jobs and results.
 
 Both Candlepin's own JSON (camelCase keys, attributes as lists of
 ``{"name", "value"}``, products as ``{"productId", …}`` objects) and the
@@ -11,7 +11,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BeforeValidator, Field, ValidationError
+from pydantic_core import InitErrorDetails
+from typing_extensions import TypedDict
 
 from apportion.contracts.base import JobBase, WireModel, alias
 
@@ -115,97 +117,70 @@ class Consumer(WireModel):
     )
 
 
-class _PoolReading(WireModel):
-    """Every form a pool may arrive in, read field by field (Candlepin's and ours).
-
-    :class:`Pool` only falls back to this reading when its fast check finds a field
-    that is not already in the plain form (attribute lists, numbers or booleans as
-    attribute values, product references as objects, anything invalid), so the values
-    it accepts, the values it produces and the errors it reports are this model's.
-    """
-
-    id: str = Field(min_length=1, max_length=256)
-    product_id: str = Field(validation_alias=alias("product_id", "productId"), min_length=1)
-    quantity: int = Field(description="-1 = unlimited")
-    consumed: int = Field(default=0, ge=0)
-    start_date: datetime | None = Field(
-        default=None, validation_alias=alias("start_date", "startDate")
-    )
-    end_date: datetime | None = Field(default=None, validation_alias=alias("end_date", "endDate"))
-    attributes: Attributes = Field(default_factory=dict)
-    product_attributes: Attributes = Field(
-        default_factory=dict, validation_alias=alias("product_attributes", "productAttributes")
-    )
-    provided_products: list[ProductId] = Field(
-        default_factory=list, validation_alias=alias("provided_products", "providedProducts")
-    )
-    derived_product_id: str | None = Field(
-        default=None, validation_alias=alias("derived_product_id", "derivedProductId")
-    )
-    derived_product_attributes: Attributes = Field(
-        default_factory=dict,
-        validation_alias=alias("derived_product_attributes", "derivedProductAttributes"),
-    )
-    derived_provided_products: list[ProductId] = Field(
-        default_factory=list,
-        validation_alias=alias("derived_provided_products", "derivedProvidedProducts"),
-    )
-
-
-# The keys (field names and their aliases) whose values the per-field readers of
-# _PoolReading convert; when each holds the plain form, nothing needs converting.
-_ATTRIBUTE_KEYS = (
-    "attributes",
-    "product_attributes",
-    "productAttributes",
-    "derived_product_attributes",
-    "derivedProductAttributes",
-)
-_PRODUCT_KEYS = (
-    "provided_products",
-    "providedProducts",
-    "derived_provided_products",
-    "derivedProvidedProducts",
-)
-_ABSENT = object()
-
-
-def _plain_pool(data: dict[Any, Any]) -> bool:
-    """Whether every convertible field of ``data`` is absent or already in the plain form:
-    attributes a dict of strings, product lists lists of valid ids (1 to 256 characters;
-    the per-field reading words a length error its own way, so those go there)."""
-    get = data.get
-    for key in _ATTRIBUTE_KEYS:
-        value = get(key, _ABSENT)
-        if value is _ABSENT:
-            continue
-        if type(value) is not dict:
-            return False
+def _pool_attributes(value: Any) -> Any:
+    """:func:`_attributes`, after one look at the plain form (thousands of pools a job)."""
+    if type(value) is dict:
         for item in value.values():
             if type(item) is not str:
-                return False
-    for key in _PRODUCT_KEYS:
-        value = get(key, _ABSENT)
-        if value is _ABSENT:
+                return _attributes(value)
+        return value
+    return _attributes(value)
+
+
+def _product_refs(value: Any) -> Any:
+    """A list of product references as ids. A list of valid ids is left as it is after
+    one look; any other list is read item by item, with the values and the errors
+    (types, messages, paths) a per-item reading (:data:`ProductId`) gives."""
+    if type(value) is not list:
+        return value
+    for item in value:
+        if type(item) is not str or not 0 < len(item) <= _PRODUCT_ID_MAX:
+            break
+    else:
+        return value
+    out: list[Any] = []
+    problems: list[InitErrorDetails] = []
+    for i, item in enumerate(value):
+        try:
+            out.append(_product_ref(item))
+        except ValueError as exc:
+            problems.append(
+                InitErrorDetails(type="value_error", loc=(i,), input=item, ctx={"error": exc})
+            )
             continue
-        if type(value) is not list:
-            return False
-        for item in value:
-            if type(item) is not str or not 0 < len(item) <= _PRODUCT_ID_MAX:
-                return False
-    return True
+        problems += _product_id_problems(i, out[-1])
+    if problems:
+        raise ValidationError.from_exception_data("product references", problems)
+    return out
 
 
-# Never fails on the fast path (checked by _plain_pool); kept for the published schema.
-PlainProductId = Annotated[str, Field(min_length=1, max_length=_PRODUCT_ID_MAX)]
+def _product_id_problems(i: int, item: Any) -> list[InitErrorDetails]:
+    if type(item) is not str:
+        return [InitErrorDetails(type="string_type", loc=(i,), input=item)]
+    size = len(item)
+    if 0 < size <= _PRODUCT_ID_MAX:
+        return []
+    ctx = {"field_type": "Value", "actual_length": size}
+    if size:
+        return [
+            InitErrorDetails(
+                type="too_long", loc=(i,), input=item, ctx={**ctx, "max_length": _PRODUCT_ID_MAX}
+            )
+        ]
+    return [InitErrorDetails(type="too_short", loc=(i,), input=item, ctx={**ctx, "min_length": 1})]
 
 
-# Thousands of pools arrive per job, so the per-field conversions (Candlepin's attribute
-# lists, numbers and booleans as attribute values, product objects) are not run on every
-# field: one check per pool finds the pools already in the plain form (attributes
-# dict[str, str], product references plain ids), which pydantic validates natively; any
-# other pool is read by _PoolReading, which gives the values and the errors (at the same
-# paths) of the per-field reading. (No docstring: it would change the published schema.)
+PoolAttributes = Annotated[dict[str, str | None], BeforeValidator(_pool_attributes)]
+ProductIds = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=_PRODUCT_ID_MAX)]],
+    BeforeValidator(_product_refs),
+]
+
+
+# Thousands of pools arrive per job: the readers above leave a field in the plain form
+# (attributes dict[str, str], product references ids) as it is after one look, so
+# pydantic's own validation does the rest. (No docstring: it would change the published
+# schema.)
 class Pool(WireModel):
     id: str = Field(min_length=1, max_length=256)
     product_id: str = Field(validation_alias=alias("product_id", "productId"), min_length=1)
@@ -215,32 +190,24 @@ class Pool(WireModel):
         default=None, validation_alias=alias("start_date", "startDate")
     )
     end_date: datetime | None = Field(default=None, validation_alias=alias("end_date", "endDate"))
-    attributes: dict[str, str | None] = Field(default_factory=dict)
-    product_attributes: dict[str, str | None] = Field(
+    attributes: PoolAttributes = Field(default_factory=dict)
+    product_attributes: PoolAttributes = Field(
         default_factory=dict, validation_alias=alias("product_attributes", "productAttributes")
     )
-    provided_products: list[PlainProductId] = Field(
+    provided_products: ProductIds = Field(
         default_factory=list, validation_alias=alias("provided_products", "providedProducts")
     )
     derived_product_id: str | None = Field(
         default=None, validation_alias=alias("derived_product_id", "derivedProductId")
     )
-    derived_product_attributes: dict[str, str | None] = Field(
+    derived_product_attributes: PoolAttributes = Field(
         default_factory=dict,
         validation_alias=alias("derived_product_attributes", "derivedProductAttributes"),
     )
-    derived_provided_products: list[PlainProductId] = Field(
+    derived_provided_products: ProductIds = Field(
         default_factory=list,
         validation_alias=alias("derived_provided_products", "derivedProvidedProducts"),
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _read_other_forms(cls, data: Any) -> Any:
-        if type(data) is not dict or _plain_pool(data):
-            return data
-        # A ValidationError raised here is reported at this pool's path, field by field.
-        return dict(_PoolReading.model_validate(data))
 
 
 class Entitlement(WireModel):
@@ -300,20 +267,17 @@ class GuestHostAttachJob(JobBase):
 
 
 # ---- results ------------------------------------------------------------------------
+# Plain data: the engines build these dicts and the envelope writes them as they are.
 
 
-class _Out(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-
-class AutoAttachResult(_Out):
+class AutoAttachResult(TypedDict):
     pool_quantities: dict[str, int]
     covered_products: list[str]
     uncovered_products: list[str]
     explanation: dict[str, Any]
 
 
-class GuestHostAttachResult(_Out):
+class GuestHostAttachResult(TypedDict):
     host_pool_quantities: dict[str, int]
     derived_pools: list[Pool]
     guest_pool_quantities: dict[str, int]

@@ -31,13 +31,13 @@ def alias(*names: str) -> Any:
     return AliasChoices(*names)
 
 
-def _finite(value: Any) -> Any:
+def finite(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError("must be a finite number")
     return value
 
 
-FiniteFloat = Annotated[float, BeforeValidator(_finite)]
+FiniteFloat = Annotated[float, BeforeValidator(finite)]
 
 
 class JobBase(WireModel):

@@ -1,37 +1,112 @@
-"""launch_select job and result (SPEC.md §2.3)."""
+"""launch_select job and result.
+
+The job is validated once, by pydantic, when it arrives. Its providers are
+TypedDicts rather than models: a cloud sends thousands of them, pydantic validates a
+TypedDict into a plain ``dict`` (defaults filled in) several times faster than it
+builds model instances, and the engine only reads them.
+
+The result is plain data: the engine builds these TypedDicts as ordinary dicts and
+lists, once, and they are serialised as they are. The JSON Schema of the result is
+generated from the same definitions (``TypeAdapter(LaunchSelectResult)``), so the
+schema and what the engine writes cannot drift apart; keys are declared in the
+order the engine writes them.
+"""
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Annotated, Any, NotRequired
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+    with_config,
+)
+from pydantic_core import InitErrorDetails
+from typing_extensions import TypedDict  # pydantic's requirement before Python 3.12
 
-from apportion.contracts.base import FiniteFloat, JobBase, WireModel
+from apportion.contracts.base import FiniteFloat, JobBase, WireModel, finite
 from apportion.contracts.policy import PolicyModule
 
-
-class Inventory(WireModel):
-    total: int = Field(ge=0)
-    reserved: int = Field(0, ge=0)
-    min_unit: int = Field(1, ge=1)
-    max_unit: int | None = Field(None, ge=1, description="defaults to total")
-    step_size: int = Field(1, ge=1)
-    allocation_ratio: FiniteFloat = Field(1.0, gt=0)
+# As WireModel: unknown keys ignored, no NaN or infinity.
+_WIRE = ConfigDict(extra="ignore", allow_inf_nan=False)
 
 
-class Provider(WireModel):
-    uuid: str = Field(min_length=1, max_length=256)
-    name: str | None = None
-    parent_provider_uuid: str | None = None
-    account: str | None = Field(None, description="defaults to the root's account")
-    inventories: dict[str, Inventory] = Field(default_factory=dict)
-    usages: dict[str, int] = Field(default_factory=dict)
-    traits: list[str] = Field(default_factory=list)
-    aggregates: list[str] = Field(default_factory=list)
-    prices: dict[str, FiniteFloat] | None = None
+@with_config(_WIRE)
+class Inventory(TypedDict):
+    total: Annotated[int, Field(ge=0)]
+    reserved: NotRequired[Annotated[int, Field(default=0, ge=0)]]
+    min_unit: NotRequired[Annotated[int, Field(default=1, ge=1)]]
+    max_unit: NotRequired[
+        Annotated[int | None, Field(default=None, ge=1, description="defaults to total")]
+    ]
+    step_size: NotRequired[Annotated[int, Field(default=1, ge=1)]]
+    # The constraint before the finiteness check, so that the schema shows
+    # exclusiveMinimum (pydantic renders a constraint after a validator as "gt").
+    allocation_ratio: NotRequired[
+        Annotated[float, Field(default=1.0, gt=0), BeforeValidator(finite)]
+    ]
+
+
+@with_config(_WIRE)
+class Provider(TypedDict):
+    uuid: Annotated[str, Field(min_length=1, max_length=256)]
+    name: NotRequired[Annotated[str | None, Field(default=None)]]
+    parent_provider_uuid: NotRequired[Annotated[str | None, Field(default=None)]]
+    account: NotRequired[
+        Annotated[str | None, Field(default=None, description="defaults to the root's account")]
+    ]
+    inventories: NotRequired[Annotated[dict[str, Inventory], Field(default_factory=dict)]]
+    usages: NotRequired[Annotated[dict[str, int], Field(default_factory=dict)]]
+    traits: NotRequired[Annotated[list[str], Field(default_factory=list)]]
+    aggregates: NotRequired[Annotated[list[str], Field(default_factory=list)]]
+    prices: NotRequired[Annotated[dict[str, FiniteFloat] | None, Field(default=None)]]
+
+
+PROVIDER: TypeAdapter[Provider] = TypeAdapter(Provider)
+"""Validates one provider into a plain dict with every key (tests, tools)."""
+
+
+def _as_models(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """Validate the providers, reporting a non-object as a model would.
+
+    A provider or an inventory that is not an object reads "Input should be a valid
+    dictionary or instance of Provider" (or Inventory), as it always has; a TypedDict
+    alone would say "Input should be a valid dictionary". Only a failed validation
+    pays for the rewording.
+    """
+    try:
+        return handler(value)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        if not any(e["type"] == "dict_type" for e in errors):
+            raise
+        details: list[InitErrorDetails] = []
+        for e in errors:
+            loc = e["loc"]
+            model = {1: "Provider", 3: "Inventory"}.get(len(loc))
+            if (
+                e["type"] == "dict_type"
+                and model
+                and (model == "Provider" or loc[1] == "inventories")
+            ):
+                details.append(
+                    {
+                        "type": "model_type",
+                        "loc": loc,
+                        "input": e["input"],
+                        "ctx": {"class_name": model},
+                    }
+                )
+            else:
+                details.append(
+                    {"type": e["type"], "loc": loc, "input": e["input"], "ctx": e.get("ctx", {})}
+                )
+        raise ValidationError.from_exception_data(exc.title, details) from None
 
 
 class Account(WireModel):
@@ -42,7 +117,7 @@ class Account(WireModel):
 
 
 class LaunchSelectJob(JobBase):
-    providers: list[Provider]
+    providers: Annotated[list[Provider], WrapValidator(_as_models)]
     request: str = Field(description="a Placement GET /allocation_candidates query string")
     accounts: dict[str, Account] = Field(default_factory=dict)
     # Omitted → the default policy from config/; explicit null → candidates only.
@@ -58,63 +133,15 @@ class LaunchSelectJob(JobBase):
 
 
 # ---- result -------------------------------------------------------------------------
+# Fields with a default are NotRequired only so that the schema says what a reader may
+# rely on; the engine always writes every key.
 
 
-class _Out(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-
-@contextmanager
-def cyclic_gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a large result is built.
-
-    A launch_select creates tens of thousands of small, long-lived, cycle-free
-    objects; each automatic full collection meanwhile re-traverses all of them and
-    the job's providers, which cost up to a third of the run time (bench/placement.md).
-    Reference counting still frees everything; the collector is restored after.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-Out = TypeVar("Out", bound=_Out)
-_new = object.__new__
-_set = object.__setattr__
-
-
-def trusted(cls: type[Out], values: dict[str, Any], fields_set: set[str]) -> Out:
-    """An instance of the result model ``cls`` holding ``values`` as they are.
-
-    For values the engine built itself, so already valid: a result carries up to
-    tens of thousands of candidates, and validating each costs ~2.5 µs more than
-    this (``model_construct`` is slower still: it looks every field up by alias).
-    It does what ``model_construct`` does for these models (no extras, no private
-    attributes, no post-init): ``values`` must hold every field, ``fields_set`` the
-    ones a validated construction would report as set. Neither is copied: callers
-    share one ``fields_set`` between all instances of a kind, which is safe because
-    pydantic never changes it in place on a frozen model (``model_copy`` copies it
-    first), and it saves one tracked object per instance for the garbage collector
-    to traverse. tests/unit/placement/test_trusted_models.py pins the result to
-    pydantic's own.
-    """
-    instance = _new(cls)
-    _set(instance, "__dict__", values)
-    _set(instance, "__pydantic_fields_set__", fields_set)
-    _set(instance, "__pydantic_extra__", None)
-    _set(instance, "__pydantic_private__", None)
-    return instance
-
-
-class ProviderAllocation(_Out):
+class ProviderAllocation(TypedDict):
     resources: dict[str, int]
 
 
-class AllocationRequest(_Out):
+class AllocationRequest(TypedDict):
     """One allocation candidate, as Placement returns it, plus selection fields.
 
     ``mappings`` maps each request group suffix (``""`` for the unsuffixed group)
@@ -125,18 +152,18 @@ class AllocationRequest(_Out):
 
     allocations: dict[str, ProviderAllocation]
     mappings: dict[str, list[str]]
-    account: str | None = None
-    priority_group: int | None = None
-    probability: float | None = None
-    cost_per_hour: float | None = None
+    account: NotRequired[Annotated[str | None, Field(default=None)]]
+    priority_group: NotRequired[Annotated[int | None, Field(default=None)]]
+    probability: NotRequired[Annotated[float | None, Field(default=None)]]
+    cost_per_hour: NotRequired[Annotated[float | None, Field(default=None)]]
 
 
-class ResourceSummary(_Out):
+class ResourceSummary(TypedDict):
     capacity: int
     used: int
 
 
-class ProviderSummary(_Out):
+class ProviderSummary(TypedDict):
     """A provider of a tree some returned candidate touches: every resource class it
     has inventory of (``{}`` when none), its traits (sorted), parent and root."""
 
@@ -146,24 +173,30 @@ class ProviderSummary(_Out):
     root_provider_uuid: str
 
 
-class PriorityGroup(_Out):
-    priority: int = Field(description="the group's rank: 0 is the most preferred")
+class PriorityGroup(TypedDict):
+    priority: Annotated[int, Field(description="the group's rank: 0 is the most preferred")]
     probabilities: dict[str, float]
 
 
-class TraceStep(_Out):
+class TraceStep(TypedDict):
     module: str
-    probabilities: dict[str, float] = Field(
-        description="every account's probability within its group, groups in order"
-    )
-    groups: list[dict[str, float]] = Field(
-        default_factory=list,
-        description="the same probabilities split by priority group (most preferred first)",
-    )
-    note: str | None = None
+    probabilities: Annotated[
+        dict[str, float],
+        Field(description="every account's probability within its group, groups in order"),
+    ]
+    groups: NotRequired[
+        Annotated[
+            list[dict[str, float]],
+            Field(
+                default_factory=list,
+                description="the same probabilities split by priority group (most preferred first)",
+            ),
+        ]
+    ]
+    note: NotRequired[Annotated[str | None, Field(default=None)]]
 
 
-class Selection(_Out):
+class Selection(TypedDict):
     chosen: int
     account: str
     roll: float
@@ -171,36 +204,51 @@ class Selection(_Out):
     trace: list[TraceStep]
 
 
-class LaunchAttempt(_Out):
+class LaunchAttempt(TypedDict):
     """One launch tried by the worker's launcher hook (``launcher`` in config)."""
 
     attempt: int
     account: str
     chosen: int
     roll: float
-    probabilities: dict[str, float] = Field(description="the dice's group at this attempt")
-    failures: dict[str, int] | None = Field(
-        None, description="failure counts from the history store this selection used"
-    )
+    probabilities: Annotated[
+        dict[str, float], Field(description="the dice's group at this attempt")
+    ]
+    failures: NotRequired[
+        Annotated[
+            dict[str, int] | None,
+            Field(
+                default=None,
+                description="failure counts from the history store this selection used",
+            ),
+        ]
+    ]
     ok: bool
-    reason: str | None = None
+    reason: NotRequired[Annotated[str | None, Field(default=None)]]
 
 
-class LaunchSelectResult(_Out):
+class LaunchSelectResult(TypedDict):
     allocation_requests: list[AllocationRequest]
     provider_summaries: dict[str, ProviderSummary]
-    selection: Selection | None = None
-    extra: dict[str, Any] = Field(default_factory=dict)
+    selection: NotRequired[Annotated[Selection | None, Field(default=None)]]
+    extra: NotRequired[Annotated[dict[str, Any], Field(default_factory=dict)]]
     # Set only when the worker runs a launcher: every attempt, and whether one succeeded.
-    attempts: list[LaunchAttempt] | None = None
-    launched: bool | None = None
+    attempts: NotRequired[Annotated[list[LaunchAttempt] | None, Field(default=None)]]
+    launched: NotRequired[Annotated[bool | None, Field(default=None)]]
 
-    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
-        """pydantic's ``model_dump``, with the cyclic garbage collector paused.
 
-        Dumping 20,000 candidates creates some 400,000 dicts and lists, all kept:
-        the collector's automatic full passes over them (and everything else alive)
-        cost 3-4x the dump itself (bench/placement.md). The output has no cycles.
-        """
-        with cyclic_gc_paused():
-            return super().model_dump(**kwargs)
+def launch_result(
+    allocation_requests: list[AllocationRequest],
+    provider_summaries: dict[str, ProviderSummary],
+    selection: Selection | None,
+    extra: dict[str, Any],
+) -> LaunchSelectResult:
+    """The engine's result, every key present, in schema order."""
+    return {
+        "allocation_requests": allocation_requests,
+        "provider_summaries": provider_summaries,
+        "selection": selection,
+        "extra": extra,
+        "attempts": None,
+        "launched": None,
+    }

@@ -1,4 +1,4 @@
-"""Selection policy modules (SPEC.md §2.3, provider-selection.txt).
+"""Selection policy modules (the provider-selection seed).
 
 A policy is a list of modules applied in order, each ``{"module": NAME, …params}``.
 The first must be a base distribution (``equal`` or ``least_used``); the engine

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from apportion.contracts.launch import LaunchSelectJob, LaunchSelectResult, cyclic_gc_paused
+from apportion.contracts.launch import LaunchSelectJob, LaunchSelectResult, launch_result
 from apportion.errors import Infeasible, Problem
-from apportion.placement.candidates import CandidateSet, find_candidates
+from apportion.placement.candidates import SHOWN_UNUSABLE, CandidateSet, find_candidates
 
 if TYPE_CHECKING:
     from apportion.engine import Context
@@ -20,35 +20,38 @@ NO_CANDIDATES = "no allocation candidates"
 
 
 def check_found(candidates: CandidateSet) -> None:
-    """Raise :class:`Infeasible` when there is no candidate."""
-    if not candidates.found:
-        problems = []
-        if candidates.search_exhausted:
-            problems.append(
-                Problem(
-                    "request",
-                    "the search stopped after limits.max_candidate_search_steps choices "
-                    "without finding a candidate; narrow the request",
-                )
+    """Raise :class:`Infeasible` when there is no candidate, naming what may explain it."""
+    if candidates.found:
+        return
+    problems = []
+    if candidates.search_exhausted:
+        problems.append(
+            Problem(
+                "request",
+                "the search stopped after limits.max_candidate_search_steps choices "
+                "without finding a candidate; narrow the request",
             )
-        raise Infeasible(NO_CANDIDATES, problems)
+        )
+    # An inventory of a requested class that fits nothing may be why nothing was found.
+    unusable = [u for u in candidates.forest.unusable if u.resource_class in candidates.requested]
+    problems += [
+        Problem(f"providers[{u.provider}].inventories.{u.resource_class}", u.reason)
+        for u in unusable[:SHOWN_UNUSABLE]
+    ]
+    raise Infeasible(NO_CANDIDATES, problems)
 
 
 def result_of(candidates: CandidateSet) -> LaunchSelectResult:
     """The wire result of ``candidates`` without a selection; Infeasible when empty."""
     check_found(candidates)
-    return LaunchSelectResult(
-        allocation_requests=candidates.build(),
-        provider_summaries=candidates.provider_summaries,
-        selection=None,
-        extra=candidates.extra(),
+    return launch_result(
+        candidates.build(), candidates.provider_summaries, None, candidates.extra()
     )
 
 
 def solve(job: LaunchSelectJob, ctx: Context) -> LaunchSelectResult:
     """Candidates only: every allocation candidate, no selection (``policy`` is ignored)."""
-    with cyclic_gc_paused():
-        return result_of(find_candidates(job, ctx))
+    return result_of(find_candidates(job, ctx))
 
 
 __all__ = ["NO_CANDIDATES", "CandidateSet", "check_found", "find_candidates", "result_of", "solve"]

@@ -14,45 +14,47 @@ Where this differs from OpenStack Placement on purpose:
   provider are re-checked against free capacity and max_unit.
 * A resourceless group with only ``in_tree`` matches the providers of that tree.
 * Candidates that differ only in their mappings are separate entries.
+* A mapping's provider list is a set, written sorted by provider uuid, so the
+  same job always gives the same bytes.
 
 Identity of a candidate: its allocations and mappings. Two anchors can only
 produce the same one when every provider in it is a sharing provider; it is
 kept once, anchored at a tree it touches when one of those produced it.
+
+The wire objects are plain dicts and lists (the TypedDicts of
+``contracts.launch``), built once per candidate. Parts that cannot differ
+between candidates (a provider's allocation for one list of amounts) are one
+shared object: the result is written and never changed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, cast
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any
 
 from apportion.contracts.launch import (
     AllocationRequest,
     LaunchSelectJob,
     ProviderAllocation,
     ProviderSummary,
-    cyclic_gc_paused,
-    trusted,
 )
 from apportion.placement.model import Forest, build_forest
+from apportion.placement.pricing import Gives, candidate_costs
 from apportion.placement.query import ParsedRequest, parse_request
-from apportion.placement.search import (
-    Assignment,
-    Budget,
-    Searcher,
-    SearchExhausted,
-    round_robin,
-)
+from apportion.placement.search import Assignment, Budget, Searcher, SearchExhausted, round_robin
+from apportion.placement.shapes import assignment_matrix, shape_codes
 from apportion.placement.slots import SlotPlan, plan_slots
 from apportion.placement.summaries import provider_summaries
 
 if TYPE_CHECKING:
     from apportion.engine import Context
+
+# How many unusable inventories the result lists by name (the count is always given).
+SHOWN_UNUSABLE = 20
+
+Found = Sequence[tuple[int, Assignment]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,21 +62,23 @@ class CandidateSet:
     """The allocation candidates of one job, with what selection needs about them.
 
     Candidates are kept as ``found``: (anchoring root, assignment) pairs, one per
-    candidate in answer order. The wire objects are built from them on demand,
-    once (:meth:`build`), so that selection can add its fields without building
-    every ``AllocationRequest`` twice. ``requests[i]`` is anchored at the tree
-    rooted at ``anchors[i]`` and belongs to that root's account (``accounts[i]``).
+    candidate in answer order. The wire objects are built from them once
+    (:meth:`build`), with the selection fields when there is a selection.
+    ``requests[i]`` is anchored at the tree rooted at ``anchors[i]`` and belongs
+    to that root's account (``accounts[i]``).
     """
 
-    found: Sequence[tuple[int, Assignment]]
+    found: Found
     provider_summaries: dict[str, ProviderSummary]
     # The global cap (limits.max_candidates) cut the answer short.
     capped: bool
     max_candidates: int
+    forest: Forest = field(repr=False, compare=False)
     # The search step budget ran out: there may be candidates not returned.
     search_exhausted: bool = False
     limit: int | None = None
-    forest: Forest | None = field(default=None, repr=False, compare=False)
+    # The resource classes the request asks for.
+    requested: frozenset[str] = frozenset()
     builder: _Builder | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -85,16 +89,12 @@ class CandidateSet:
     @property
     def anchors(self) -> list[str]:
         """The uuid of each candidate's anchoring root."""
-        if self.forest is None:
-            return []
         uuids = self.forest.uuids
         return [uuids[anchor] for anchor, _ in self.found]
 
     @property
     def accounts(self) -> list[str]:
         """The account of each candidate: the account of its anchoring root."""
-        if self.forest is None:
-            return []
         accounts = self.forest.accounts
         return [accounts[anchor] for anchor, _ in self.found]
 
@@ -120,67 +120,54 @@ class CandidateSet:
         """
         if self.builder is None:
             return []
+        if per_account is None or costs is None:
+            return self.builder.build(self.found)
         return self.builder.build(self.found, per_account, costs)
 
     def account_of(self, provider_uuid: str) -> str:
         """The account of any provider of the job (its own, else its root's, else the root uuid)."""
-        if self.forest is None:
-            raise KeyError(provider_uuid)
         return self.forest.accounts[self.forest.index[provider_uuid]]
 
     @property
     def provider_accounts(self) -> Mapping[str, str]:
         """provider uuid → account, for every provider of the job."""
-        if self.forest is None:
-            return {}
         return dict(zip(self.forest.uuids, self.forest.accounts, strict=True))
-
-    def price_per_hour(self, index: int) -> float | None:
-        """Σ amount × the provider's price for that class, over candidate ``index``.
-
-        ``None`` when no allocated provider states a price for what it gives.
-        """
-        if self.forest is None or self.builder is None:
-            return None
-        total, priced = 0.0, False
-        for p, resources in self.builder.allocated(self.found[index][1]):
-            prices = self.forest.prices.get(p)
-            if not prices:
-                continue
-            for rc, amount in resources.items():
-                if rc in prices:
-                    total += amount * prices[rc]
-                    priced = True
-        return total if priced else None
 
     def costs(self, base: Mapping[str, float]) -> list[float]:
         """cost_per_hour of each candidate: its account's (``base``, 0.0 if absent)
-        plus Σ amount × unit price over its priced providers.
-
-        Added one by one in allocation order, a class the provider has no price for
-        adding 0.0, exactly as ``selection.facts.request_costs`` walks a built
-        candidate, so both give the same floats. Not clamped.
+        plus Σ amount × unit price over its priced providers, added in allocation
+        order exactly as ``selection.facts.request_costs`` walks a built candidate.
+        Not clamped.
         """
+        accounts = self.forest.accounts
+        totals = [base.get(accounts[anchor], 0.0) for anchor, _ in self.found]
         if self.builder is None:
-            return []
-        return self.builder.costs(self.found, base)
+            return totals
+        return candidate_costs(
+            self.found, totals, self.forest.prices, self.forest.size, self.builder.gives
+        )
 
     def extra(self) -> dict[str, Any]:
-        """What the result's ``extra`` reports about how the answer was cut."""
+        """What the result's ``extra`` reports: how the answer was cut, what fits nothing."""
         out: dict[str, Any] = {"capped": self.capped, "max_candidates": self.max_candidates}
         if self.search_exhausted:
             out["search_exhausted"] = True
+        unusable = self.forest.unusable
+        if unusable:
+            uuids = self.forest.uuids
+            out["unusable_inventories"] = [
+                {
+                    "provider": uuids[u.provider],
+                    "resource_class": u.resource_class,
+                    "reason": u.reason,
+                }
+                for u in unusable[:SHOWN_UNUSABLE]
+            ]
+            out["unusable_inventory_count"] = len(unusable)
         return out
 
 
-# The fields set of every AllocationRequest built here, shared (see trusted()).
-_PLAIN_FIELDS = {"allocations", "mappings", "account"}
-_ALL_FIELDS = set(AllocationRequest.model_fields)
-_RESOURCES = {"resources"}
-
-
 Demands = tuple[tuple[str, int], ...]
-_SECOND = itemgetter(1)
 Picker = Callable[[Sequence[Any]], tuple[Any, ...]]
 
 
@@ -206,24 +193,22 @@ class _Shape:
     """
 
     # per allocated provider (by its first slot), in allocation order: its
-    # position in the assignment and its shared ProviderAllocation
+    # position in the assignment and its shared allocation
     givers: Picker
     allocations: tuple[ProviderAllocation, ...]
-    # providers of the unsuffixed group's mapping, without repeats, in slot order
+    # providers of the unsuffixed group's mapping, without repeats
     unsuffixed: Picker | None
-    # per allocated provider, in allocation order: its first slot and what it gives
-    # (class, summed amount), for pricing
-    gives: tuple[tuple[int, tuple[tuple[str, int], ...]], ...]
+    # whether that mapping has several providers (then it is sorted)
+    several: bool
+    gives: Gives
 
 
 class _Builder:
-    """Turns assignments into AllocationRequest objects, sharing immutable parts."""
+    """Turns assignments into AllocationRequest dicts, sharing the immutable parts."""
 
     def __init__(self, forest: Forest, plan: SlotPlan) -> None:
-        self.forest = forest
         self.uuids = forest.uuids
         self.accounts = forest.accounts
-        # One ProviderAllocation per distinct (class, amount) list: frozen, so shared.
         self.allocations: dict[Demands, ProviderAllocation] = {}
         self.demands = [s.demands for s in plan.slots]
         self.unsuffixed = [k for k, s in enumerate(plan.slots) if not s.suffix]
@@ -236,19 +221,17 @@ class _Builder:
             resources: dict[str, int] = {}
             for rc, amount in demands:
                 resources[rc] = resources.get(rc, 0) + amount
-            pa = self.allocations[demands] = trusted(
-                ProviderAllocation, {"resources": resources}, _RESOURCES
-            )
+            pa = self.allocations[demands] = {"resources": resources}
         return pa
 
-    def _shape(self, assignment: Assignment) -> _Shape:
+    def shape(self, assignment: Assignment) -> _Shape:
         key = tuple(map(assignment.index, assignment))
         shape = self.shapes.get(key)
         if shape is None:
             # Amounts of several slots on one provider add up in one allocation
             # (placed where the first of those slots is), in slot order.
             merged: dict[int, Demands] = {}
-            for first, demands in zip(key, self.demands):  # noqa: B905 (equal lengths)
+            for first, demands in zip(key, self.demands, strict=True):
                 if demands:
                     merged[first] = merged.get(first, ()) + demands
             mapped = tuple(dict.fromkeys(key[k] for k in self.unsuffixed))
@@ -257,126 +240,54 @@ class _Builder:
                 givers=_picker(tuple(merged)),
                 allocations=allocations,
                 unsuffixed=_picker(mapped) if self.unsuffixed else None,
+                several=len(mapped) > 1,
                 gives=tuple(
-                    (k, tuple(pa.resources.items()))
+                    (k, tuple(pa["resources"].items()))
                     for k, pa in zip(merged, allocations, strict=True)
                 ),
             )
         return shape
 
-    def allocated(self, assignment: Assignment) -> list[tuple[int, dict[str, int]]]:
-        """(provider, class → amount) of ``assignment``, in allocation order."""
-        shape = self._shape(assignment)
-        return [
-            (p, pa.resources)
-            for p, pa in zip(shape.givers(assignment), shape.allocations, strict=True)
-        ]
+    def gives(self, assignment: Assignment) -> Gives:
+        return self.shape(assignment).gives
 
     def build(
         self,
-        found: Sequence[tuple[int, Assignment]],
-        per_account: Mapping[str, tuple[int | None, float]] | None,
-        costs: Sequence[float] | None,
+        found: Found,
+        per_account: Mapping[str, tuple[int | None, float]] | None = None,
+        costs: Sequence[float] = (),
     ) -> list[AllocationRequest]:
-        uuid_of, accounts = self.uuids.__getitem__, self.accounts
-        shapes, shape_of, suffixed = self.shapes, self._shape, self.suffixed
-        # The values are the engine's own (uuids of the job, amounts of the parsed
-        # request, accounts of the forest): built as they are, not re-validated.
-        annotated = per_account is not None and costs is not None
-        fields = _ALL_FIELDS if annotated else _PLAIN_FIELDS
-        groups: Mapping[str, tuple[int | None, float]] = per_account or {}
-        cost_of: Sequence[float] = costs or ()
-        group: int | None = None
-        probability: float | None = None
-        cost: float | None = None
+        if not found:
+            return []
+        first, shape_of = shape_codes(assignment_matrix(found))
+        shapes = [self.shape(found[i][1]) for i in first]
+        uuid_of, accounts, suffixed = self.uuids.__getitem__, self.accounts, self.suffixed
+        no_selection = (None, None)
         out: list[AllocationRequest] = []
         append = out.append
-        for i, (anchor, assignment) in enumerate(found):
-            shape = shapes.get(tuple(map(assignment.index, assignment))) or shape_of(assignment)
+        for i, u in enumerate(shape_of.tolist()):
+            anchor, assignment = found[i]
+            shape = shapes[u]
             names = tuple(map(uuid_of, assignment))
             mappings: dict[str, list[str]] = {}
             if shape.unsuffixed is not None:
-                mappings[""] = list(shape.unsuffixed(names))
+                mapped = shape.unsuffixed(names)
+                mappings[""] = sorted(mapped) if shape.several else list(mapped)
             for k, suffix in suffixed:
                 mappings[suffix] = [names[k]]
             account = accounts[anchor]
-            if annotated:
-                group, probability = groups[account]
-                cost = cost_of[i]
-            values = {
-                "allocations": dict(zip(shape.givers(names), shape.allocations)),  # noqa: B905
-                "mappings": mappings,
-                "account": account,
-                "priority_group": group,
-                "probability": probability,
-                "cost_per_hour": cost,
-            }
-            append(trusted(AllocationRequest, values, fields))
+            group, probability = per_account[account] if per_account else no_selection
+            append(
+                {
+                    "allocations": dict(zip(shape.givers(names), shape.allocations, strict=True)),
+                    "mappings": mappings,
+                    "account": account,
+                    "priority_group": group,
+                    "probability": probability,
+                    "cost_per_hour": costs[i] if per_account else None,
+                }
+            )
         return out
-
-    def costs(
-        self, found: Sequence[tuple[int, Assignment]], base: Mapping[str, float]
-    ) -> list[float]:
-        accounts, prices = self.accounts, self.forest.prices
-        totals = [base.get(accounts[anchor], 0.0) for anchor, _ in found]
-        if not prices or not found:
-            return totals
-        # Candidates of one shape price the same (slot, class, amount) list, only on
-        # other providers: per shape, each term is one numpy operation over all its
-        # candidates instead of a Python loop per candidate (bench/selection.md).
-        # Every candidate still gets its terms added one by one in the same order as
-        # the plain walk (request_costs), each a float64 multiply and add, so the
-        # floats are identical; a provider with no prices at all adds nothing (not
-        # even 0.0, which would turn a -0.0 base into 0.0), as in the walk.
-        # The providers of every candidate, one row each, and each row's shape: per
-        # slot, the first slot holding the same provider (see _Shape).
-        slots = len(found[0][1])
-        assigned = np.fromiter(
-            chain.from_iterable(map(_SECOND, found)), dtype=np.intp, count=len(found) * slots
-        ).reshape(len(found), slots)
-        first = np.empty_like(assigned)
-        for j in range(slots):
-            first[:, j] = j
-            for i in range(j - 1, -1, -1):  # ends at the smallest such slot
-                first[assigned[:, i] == assigned[:, j], j] = i
-        if slots == 1:  # one shape: (0,)
-            codes, shape_of = np.zeros(1, dtype=np.int64), np.zeros(len(found), dtype=np.intp)
-        elif slots**slots < 2**62:  # the shape as one number in base ``slots``: fast unique
-            code = np.zeros(len(found), dtype=np.int64)
-            for j in range(slots):
-                code = code * slots + first[:, j]
-            codes, shape_of = np.unique(code, return_inverse=True)
-        else:  # 16 slots or more: rows compared whole (slower, exact)
-            codes, shape_of = np.unique(first, axis=0, return_inverse=True)
-            shape_of = shape_of.reshape(-1)
-        total = np.array(totals, dtype=np.float64)
-        # One index array for every assignment below (a list would be converted each time).
-        priced_providers = np.fromiter(prices, dtype=np.intp, count=len(prices))
-        priced = np.zeros(len(self.uuids), dtype=bool)
-        priced[priced_providers] = True
-        columns: dict[str, npt.NDArray[np.float64]] = {}
-
-        def column(rc: str) -> npt.NDArray[np.float64]:
-            col = columns.get(rc)
-            if col is None:
-                col = columns[rc] = np.zeros(len(self.uuids), dtype=np.float64)
-                col[priced_providers] = [unit.get(rc, 0.0) for unit in prices.values()]
-            return col
-
-        for u in range(len(codes)):
-            at = np.flatnonzero(shape_of == u) if len(codes) > 1 else np.arange(len(found))
-            example = found[int(at[0])][1]
-            shape = self.shapes.get(tuple(map(example.index, example))) or self._shape(example)
-            for k, gives in shape.gives:
-                providers = assigned[at, k]
-                has = priced[providers]
-                if not has.any():
-                    continue
-                where, providers = at[has], providers[has]
-                with np.errstate(over="ignore", invalid="ignore"):  # inf, as floats do
-                    for rc, amount in gives:
-                        total[where] += np.float64(amount) * column(rc)[providers]
-        return cast(list[float], total.tolist())
 
 
 def _streams(
@@ -425,12 +336,9 @@ def find_candidates(job: LaunchSelectJob, ctx: Context) -> CandidateSet:
     empty answer is an empty ``requests`` list, not an error.
     """
     limits = ctx.limits
-    with cyclic_gc_paused():
-        forest = build_forest(job.providers, limits)
-        request = parse_request(job.request, limits)
-        return candidates_for(
-            forest, request, limits.max_candidates, limits.max_candidate_search_steps
-        )
+    forest = build_forest(job.providers, limits)
+    request = parse_request(job.request, limits)
+    return candidates_for(forest, request, limits.max_candidates, limits.max_candidate_search_steps)
 
 
 def candidates_for(
@@ -438,16 +346,17 @@ def candidates_for(
 ) -> CandidateSet:
     """The candidates of an already parsed request over an already built forest."""
     plan = plan_slots(forest, request)
-    empty = CandidateSet(
-        found=[],
-        provider_summaries={},
-        capped=False,
-        max_candidates=max_candidates,
-        limit=request.limit,
-        forest=forest,
-    )
+    requested = frozenset(rc for g in request.groups for rc, _ in g.resources)
     if plan is None or not plan.anchors:
-        return empty
+        return CandidateSet(
+            found=[],
+            provider_summaries={},
+            capped=False,
+            max_candidates=max_candidates,
+            limit=request.limit,
+            requested=requested,
+            forest=forest,
+        )
     limit = request.limit
     # One more than the cap, to tell "exactly the cap" from "cut at the cap".
     want = limit if limit is not None and limit <= max_candidates else max_candidates + 1
@@ -463,6 +372,7 @@ def candidates_for(
         max_candidates=max_candidates,
         search_exhausted=exhausted,
         limit=limit,
+        requested=requested,
         forest=forest,
         builder=_Builder(forest, plan),
     )

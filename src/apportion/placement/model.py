@@ -3,15 +3,20 @@
 Providers are numbered in job order (their *index*); every other structure refers
 to them by index. A provider's tree is identified by its root's index.
 
-What is checked here (each problem is reported with its JSON path):
+What is rejected here (each problem is reported with its JSON path):
 
 * duplicate uuids, unknown parents and parent cycles;
 * resource-class and trait names (Placement's ``[A-Z0-9_]+``);
-* inventories that cannot exist in Placement: ``reserved > total``,
-  ``min_unit > max_unit``; usages that are negative or of a class the provider
-  has no inventory of;
+* ``reserved > total``; usages that are negative or of a class the provider has no
+  inventory of;
 * integers above 2**53 - 1 (the largest JSON-safe integer), so capacity
   arithmetic never overflows the int64 arrays.
+
+An inventory that can hold no allocation at all — ``min_unit`` above ``max_unit``,
+or above a non-zero capacity — is accepted, as Placement accepts it: it simply fits
+no request. One odd provider must not turn a whole cloud's job into a rejection;
+the forest lists such inventories (:attr:`Forest.unusable`) so the result can name
+them.
 
 Capacity is Placement's ``int((total - reserved) * allocation_ratio)``.
 """
@@ -20,7 +25,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from operator import itemgetter
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +38,7 @@ from apportion.limits import Limits
 SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 NAME_PATTERN = re.compile(r"[A-Z0-9_]+")
 MAX_INTEGER = 2**53 - 1
+_INTEGER_FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size")
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -74,10 +81,14 @@ class ClassInventory:
         r = self.row[provider]
         return int(min(self.capacity[r] - self.used[r], self.max_unit[r]))
 
-    def summary(self, provider: int) -> tuple[int, int]:
-        """``(capacity, used)`` of ``provider``."""
-        r = self.row[provider]
-        return int(self.capacity[r]), int(self.used[r])
+
+@dataclass(frozen=True, slots=True)
+class Unusable:
+    """An inventory that can hold no allocation (accepted, named in the result)."""
+
+    provider: int
+    resource_class: str
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +103,7 @@ class Forest:
     roots_array: IntArray
     traits: tuple[frozenset[str], ...]
     accounts: tuple[str, ...]
-    # the job's providers (immutable models), for what is read rarely
+    # the job's providers (validated dicts), for what is read rarely
     providers: Sequence[Provider]
     # root index -> every provider of that tree, in job order
     tree_members: Mapping[int, tuple[int, ...]]
@@ -107,6 +118,8 @@ class Forest:
     inventories: Mapping[str, ClassInventory]
     trait_members: Mapping[str, IntArray]
     aggregate_members: Mapping[str, IntArray]
+    # inventories that fit nothing, in provider order
+    unusable: tuple[Unusable, ...] = ()
 
     @property
     def size(self) -> int:
@@ -147,45 +160,254 @@ class Forest:
 
 # ---- building ------------------------------------------------------------------------
 
+# resource class -> (provider, its inventory of the class, its usage of the class)
+Rows = list[tuple[int, Inventory, int]]
 
-def _inventory_problems(path: str, inv: Inventory) -> list[Problem]:
-    for name in ("total", "reserved", "min_unit", "max_unit", "step_size"):
-        value = getattr(inv, name)
-        if value is not None and value > MAX_INTEGER:
-            return [Problem(f"{path}.{name}", f"must be at most {MAX_INTEGER}")]
+
+@dataclass(slots=True)
+class _Scan:
+    """What one pass over the providers collects."""
+
+    index: dict[str, int] = field(default_factory=dict)
+    parents: list[int] = field(default_factory=list)
+    roots: list[int] = field(default_factory=list)  # -1 until linked
+    depths: list[int] = field(default_factory=list)
+    # every parent came before its child: no second linking pass needed
+    in_order: bool = True
+    traits: list[frozenset[str]] = field(default_factory=list)
+    trait_lists: dict[str, list[int]] = field(default_factory=dict)
+    agg_lists: dict[str, list[int]] = field(default_factory=dict)
+    prices: dict[int, Mapping[str, float]] = field(default_factory=dict)
+    classes: dict[str, Rows] = field(default_factory=dict)
+    names: set[str] = field(default_factory=set)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def build_forest(providers: Sequence[Provider], limits: Limits) -> Forest:
+    """Check ``providers`` and index them. Raises :class:`Rejected` listing every problem."""
+    if len(providers) > limits.max_providers:
+        raise Rejected.at(
+            "providers",
+            f"{len(providers)} providers exceed the limit of {limits.max_providers}",
+        )
+    scan = _scan(providers)
+    problems = scan.problems
+    bad = {n for n in scan.names if not valid_name(n)}
+    if bad:
+        problems += _name_problems(providers, bad)
+    columns: dict[str, ClassInventory] = {}
+    unusable: list[Unusable] = []
+    for rc, rows in scan.classes.items():
+        built = _columns(rc, rows)
+        if isinstance(built, list):
+            problems += built
+        else:
+            columns[rc], odd = built
+            unusable += odd
+    if problems:
+        raise _reject(problems)
+    if not scan.in_order:
+        linked = _link(providers, scan.index)
+        if isinstance(linked, Problem):
+            raise _reject([linked])
+        scan.parents, scan.roots, scan.depths = linked
+    unusable.sort(key=lambda u: u.provider)
+    return _index(providers, scan, columns, tuple(unusable))
+
+
+def _scan(providers: Sequence[Provider]) -> _Scan:
+    """Uuids, links in job order, traits, aggregates, prices and inventory rows.
+
+    Column by column: a comprehension per field costs a fraction of one loop that
+    branches on every field of every provider.
+    """
+    scan = _Scan()
+    uuids = [p["uuid"] for p in providers]
+    scan.index = dict(zip(uuids, range(len(uuids)), strict=True))
+    if len(scan.index) != len(uuids):
+        scan.index, scan.problems = _first_uuids(uuids)
+    _link_in_order(scan, [p["parent_provider_uuid"] for p in providers])
+    labels = [p["traits"] for p in providers]
+    scan.traits = _trait_sets(labels)
+    scan.trait_lists = _members(labels)
+    scan.agg_lists = _members([p["aggregates"] for p in providers])
+    scan.prices = {i: p["prices"] for i, p in enumerate(providers) if p["prices"]}
+    classes, names = scan.classes, scan.names
+    for i, p in enumerate(providers):
+        inventories, usages = p["inventories"], p["usages"]
+        for rc, inv in inventories.items():
+            rows = classes.get(rc)
+            if rows is None:
+                rows = classes[rc] = []
+            rows.append((i, inv, usages.get(rc, 0) if usages else 0))
+        if usages and not usages.keys() <= inventories.keys():
+            names.update(usages)
+            scan.problems += _orphan_usages(i, p)
+    names.update(classes, scan.trait_lists)
+    return scan
+
+
+def _first_uuids(uuids: list[str]) -> tuple[dict[str, int], list[Problem]]:
+    """uuid -> its first index, and a problem for every repeat."""
+    index: dict[str, int] = {}
+    problems = []
+    for i, uuid in enumerate(uuids):
+        if uuid in index:
+            problems.append(_duplicate(i, uuid, index[uuid]))
+        else:
+            index[uuid] = i
+    return index, problems
+
+
+def _link_in_order(scan: _Scan, refs: list[str | None]) -> None:
+    """Parents, and roots and depths of the providers listed after their parent.
+
+    Parents usually come first; when one does not (or is unknown), ``in_order`` is
+    cleared and :func:`_link` does it properly once the problems are known.
+    """
+    get = scan.index.get
+    n = len(refs)
+    scan.parents = parents = [-1 if ref is None else get(ref, -2) for ref in refs]
+    scan.roots = roots = list(range(n))
+    scan.depths = depths = [0] * n
+    for i, j in enumerate(parents):
+        if j == -1:
+            continue
+        if 0 <= j < i:
+            roots[i] = roots[j]
+            depths[i] = depths[j] + 1
+        else:
+            scan.in_order = False
+            roots[i] = -1
+
+
+def _trait_sets(labels: list[list[str]]) -> list[frozenset[str]]:
+    """Each provider's traits as a set; equal trait lists share one set (a rack of
+    equal hosts has a handful of distinct lists, and sets are never changed)."""
+    none: frozenset[str] = frozenset()
+    sets: dict[tuple[str, ...], frozenset[str]] = {}
     out = []
-    if inv.reserved > inv.total:
-        out.append(
-            Problem(f"{path}.reserved", f"reserved ({inv.reserved}) exceeds total ({inv.total})")
-        )
-    # Only an explicit max_unit can contradict min_unit: the default (total) may be
-    # below min_unit on a small or empty inventory, which then simply fits nothing.
-    if inv.max_unit is not None and inv.min_unit > inv.max_unit:
-        out.append(
-            Problem(
-                f"{path}.min_unit", f"min_unit ({inv.min_unit}) exceeds max_unit ({inv.max_unit})"
-            )
-        )
+    for names in labels:
+        if not names:
+            out.append(none)
+            continue
+        key = tuple(names)
+        traits = sets.get(key)
+        if traits is None:
+            traits = sets[key] = frozenset(key)
+        out.append(traits)
     return out
+
+
+def _members(labels: list[list[str]]) -> dict[str, list[int]]:
+    """label -> the indices of the providers carrying it."""
+    out: dict[str, list[int]] = {}
+    for i, names in enumerate(labels):
+        for name in names:
+            members = out.get(name)
+            if members is None:
+                out[name] = [i]
+            else:
+                members.append(i)
+    return out
+
+
+def _duplicate(i: int, uuid: str, first: int) -> Problem:
+    return Problem(
+        f"providers[{i}].uuid", f"duplicate provider uuid {uuid!r} (also providers[{first}])"
+    )
+
+
+def _orphan_usages(i: int, p: Provider) -> list[Problem]:
+    return [
+        Problem(
+            f"providers[{i}].usages.{rc}", f"usage of {rc} but the provider has no {rc} inventory"
+        )
+        for rc in p["usages"]
+        if rc not in p["inventories"]
+    ]
+
+
+def _index(
+    providers: Sequence[Provider],
+    scan: _Scan,
+    columns: dict[str, ClassInventory],
+    unusable: tuple[Unusable, ...],
+) -> Forest:
+    """The forest of checked and linked providers."""
+    roots = scan.roots
+    tree_members: dict[int, list[int]] = {}
+    for i, r in enumerate(roots):
+        tree_members.setdefault(r, []).append(i)
+    sharing = frozenset(scan.trait_lists.get(SHARING_TRAIT, ()))
+    return Forest(
+        uuids=tuple(scan.index),
+        index=scan.index,
+        parents=tuple(scan.parents),
+        roots=tuple(roots),
+        depths=tuple(scan.depths),
+        roots_array=np.array(roots, dtype=np.int64),
+        traits=tuple(scan.traits),
+        accounts=_accounts(providers, roots, tree_members),
+        providers=providers,
+        tree_members={r: tuple(m) for r, m in tree_members.items()},
+        sharing=sharing,
+        prices=scan.prices,
+        serves=_serves(providers, sharing, roots, scan.agg_lists),
+        inventories=columns,
+        trait_members={t: np.array(m, dtype=np.int64) for t, m in scan.trait_lists.items()},
+        aggregate_members={a: np.array(m, dtype=np.int64) for a, m in scan.agg_lists.items()},
+        unusable=unusable,
+    )
+
+
+def _accounts(
+    providers: Sequence[Provider], roots: list[int], trees: Mapping[int, list[int]]
+) -> tuple[str, ...]:
+    """Each provider's account: its own, else its root's, else the root's uuid."""
+    root_account = {}
+    for r in trees:
+        own = providers[r]["account"]
+        root_account[r] = providers[r]["uuid"] if own is None else own
+    given = [p["account"] for p in providers]
+    return tuple(root_account[r] if a is None else a for a, r in zip(given, roots, strict=True))
+
+
+def _serves(
+    providers: Sequence[Provider],
+    sharing: frozenset[int],
+    roots: list[int],
+    agg_lists: Mapping[str, list[int]],
+) -> dict[int, tuple[int, ...]]:
+    """Sharing provider -> the other trees it serves (they share one of its aggregates)."""
+    serves: dict[int, tuple[int, ...]] = {}
+    # Sharing providers usually share their aggregates: each one's trees are found once.
+    agg_roots: dict[str, set[int]] = {}
+    for s in sorted(sharing):
+        served: set[int] = set()
+        for a in providers[s]["aggregates"]:
+            in_agg = agg_roots.get(a)
+            if in_agg is None:
+                in_agg = agg_roots[a] = {roots[m] for m in agg_lists[a]}
+            served |= in_agg
+        served.discard(roots[s])
+        serves[s] = tuple(sorted(served))
+    return serves
 
 
 def _name_problems(providers: Sequence[Provider], bad: set[str]) -> list[Problem]:
     """Locate the malformed names (validated once per distinct name) for the report."""
     out = []
     for i, p in enumerate(providers):
-        out += [
-            Problem(f"providers[{i}].inventories.{rc}", "invalid resource class name")
-            for rc in p.inventories
-            if rc in bad
-        ]
-        out += [
-            Problem(f"providers[{i}].usages.{rc}", "invalid resource class name")
-            for rc in p.usages
-            if rc in bad
-        ]
+        for key in ("inventories", "usages"):
+            out += [
+                Problem(f"providers[{i}].{key}.{rc}", "invalid resource class name")
+                for rc in p[key]
+                if rc in bad
+            ]
         out += [
             Problem(f"providers[{i}].traits[{k}]", f"invalid trait name {t!r}")
-            for k, t in enumerate(p.traits)
+            for k, t in enumerate(p["traits"])
             if t in bad
         ]
     return out
@@ -195,10 +417,9 @@ def _link(
     providers: Sequence[Provider], index: Mapping[str, int]
 ) -> tuple[list[int], list[int], list[int]] | Problem:
     """Parents, roots and depths, or the first structural problem."""
-    n = len(providers)
-    parents = [-1] * n
+    parents = [-1] * len(providers)
     for i, p in enumerate(providers):
-        ref = p.parent_provider_uuid
+        ref = p["parent_provider_uuid"]
         if ref is not None:
             j = index.get(ref)
             if j is None:
@@ -206,19 +427,25 @@ def _link(
                     f"providers[{i}].parent_provider_uuid", f"unknown parent provider {ref!r}"
                 )
             parents[i] = j
+    return _roots(providers, parents)
+
+
+def _roots(
+    providers: Sequence[Provider], parents: list[int]
+) -> tuple[list[int], list[int], list[int]] | Problem:
+    """Roots and depths by walking up from each provider once, or the first cycle."""
+    n = len(parents)
     roots = [-1] * n  # -1: not resolved yet
     depths = [0] * n
     walk = [-1] * n  # the start of the walk that last visited a provider
     for start in range(n):
-        if roots[start] >= 0:
-            continue
         chain = []
         node = start
         while roots[node] < 0:
             if walk[node] == start:
                 return Problem(
                     f"providers[{start}].parent_provider_uuid",
-                    f"the parents of provider {providers[start].uuid!r} form a cycle",
+                    f"the parents of provider {providers[start]['uuid']!r} form a cycle",
                 )
             walk[node] = start
             if parents[node] < 0:
@@ -248,214 +475,96 @@ def _reject(problems: list[Problem]) -> Rejected:
     return Rejected.of(sorted(problems, key=_report_order))
 
 
-def build_forest(providers: Sequence[Provider], limits: Limits) -> Forest:
-    """Check ``providers`` and index them. Raises :class:`Rejected` listing every problem."""
-    if len(providers) > limits.max_providers:
-        raise Rejected.at(
-            "providers",
-            f"{len(providers)} providers exceed the limit of {limits.max_providers}",
-        )
-    problems: list[Problem] = []
-    index: dict[str, int] = {}
-    names: set[str] = set()
-    trait_lists: dict[str, list[int]] = {}
-    agg_lists: dict[str, list[int]] = {}
-    traits: list[frozenset[str]] = []
-    prices: dict[int, Mapping[str, float]] = {}
-    no_traits: frozenset[str] = frozenset()
-    # resource class -> rows (provider, total, reserved, ratio, min, max, step, used, explicit max)
-    tables: dict[str, list[tuple[int, int, int, float, int, int, int, int, bool]]] = {}
-    parents: list[int] = []
-    roots: list[int] = []
-    depths: list[int] = []
-    linked_in_order = True
-    for i, p in enumerate(providers):
-        uuid = p.uuid
-        if uuid in index:
-            problems.append(
-                Problem(
-                    f"providers[{i}].uuid",
-                    f"duplicate provider uuid {uuid!r} (also providers[{index[uuid]}])",
-                )
-            )
-        else:
-            index[uuid] = i
-        # Parents usually come before their children: link those on the way.
-        ref = p.parent_provider_uuid
-        if ref is None:
-            parents.append(-1)
-            roots.append(i)
-            depths.append(0)
-        else:
-            j = index.get(ref, -1)
-            parents.append(j)
-            if 0 <= j < i:
-                roots.append(roots[j])
-                depths.append(depths[j] + 1)
-            else:
-                linked_in_order = False
-                roots.append(-1)
-                depths.append(0)
-        if p.traits:
-            names.update(p.traits)
-            traits.append(frozenset(p.traits))
-            for t in p.traits:
-                trait_lists.setdefault(t, []).append(i)
-        else:
-            traits.append(no_traits)
-        for a in p.aggregates:
-            agg_lists.setdefault(a, []).append(i)
-        if p.prices:
-            prices[i] = p.prices
-        inventories, usages = p.inventories, p.usages
-        if inventories:
-            names.update(inventories)
-            for rc, inv in inventories.items():
-                rows = tables.get(rc)
-                if rows is None:
-                    rows = tables[rc] = []
-                max_unit = inv.max_unit
-                rows.append(
-                    (
-                        i,
-                        inv.total,
-                        inv.reserved,
-                        inv.allocation_ratio,
-                        inv.min_unit,
-                        inv.total if max_unit is None else max_unit,
-                        inv.step_size,
-                        usages.get(rc, 0),
-                        max_unit is not None,
-                    )
-                )
-        if usages and (usages.keys() - inventories.keys()):
-            names.update(usages)
-            problems += [
-                Problem(
-                    f"providers[{i}].usages.{rc}",
-                    f"usage of {rc} but the provider has no {rc} inventory",
-                )
-                for rc in usages
-                if rc not in inventories
-            ]
-    bad = {n for n in names if not valid_name(n)}
-    if bad:
-        problems += _name_problems(providers, bad)
-    columns = {}
-    for rc, rows in tables.items():
-        columns[rc], found = _columns(providers, rc, rows)
-        problems += found
-    if problems:
-        raise _reject(problems)
-    if not linked_in_order:
-        linked = _link(providers, index)
-        if isinstance(linked, Problem):
-            raise _reject([linked])
-        parents, roots, depths = linked
-
-    tree_members: dict[int, list[int]] = {}
-    for i, r in enumerate(roots):
-        tree_members.setdefault(r, []).append(i)
-    sharing = frozenset(trait_lists.get(SHARING_TRAIT, ()))
-    serves: dict[int, tuple[int, ...]] = {}
-    # Sharing providers usually share their aggregates: their trees are found once.
-    agg_roots: dict[str, set[int]] = {}
-    for s in sorted(sharing):
-        served: set[int] = set()
-        for a in providers[s].aggregates:
-            in_agg = agg_roots.get(a)
-            if in_agg is None:
-                in_agg = agg_roots[a] = {roots[m] for m in agg_lists[a]}
-            served |= in_agg
-        served.discard(roots[s])
-        serves[s] = tuple(sorted(served))
-    root_accounts: dict[int, str] = {}
-    for r in tree_members:
-        own = providers[r].account
-        root_accounts[r] = providers[r].uuid if own is None else own
-    return Forest(
-        uuids=tuple(index),
-        index=index,
-        parents=tuple(parents),
-        roots=tuple(roots),
-        depths=tuple(depths),
-        roots_array=np.array(roots, dtype=np.int64),
-        traits=tuple(traits),
-        accounts=tuple(
-            p.account if p.account is not None else root_accounts[roots[i]]
-            for i, p in enumerate(providers)
-        ),
-        providers=providers,
-        tree_members={r: tuple(m) for r, m in tree_members.items()},
-        sharing=sharing,
-        prices=prices,
-        serves=serves,
-        inventories=columns,
-        trait_members={t: np.array(m, dtype=np.int64) for t, m in trait_lists.items()},
-        aggregate_members={a: np.array(m, dtype=np.int64) for a, m in agg_lists.items()},
-    )
+# ---- one resource class ----------------------------------------------------------------
 
 
-def _empty_inventory() -> ClassInventory:
-    nothing = np.zeros(0, dtype=np.int64)
-    return ClassInventory(nothing, nothing, nothing, nothing, nothing, nothing, {})
+_FIELDS = itemgetter("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
 
 
-def _columns(
-    providers: Sequence[Provider],
-    rc: str,
-    rows: list[tuple[int, int, int, float, int, int, int, int, bool]],
-) -> tuple[ClassInventory, list[Problem]]:
-    """One class's inventory arrays, checked in bulk (problems located only if any).
+def _columns(rc: str, rows: Rows) -> tuple[ClassInventory, list[Unusable]] | list[Problem]:
+    """One class's inventory arrays and its unusable inventories, or its problems.
 
-    Every integer is below 2**53 once checked, so float64 holds it exactly and the
-    capacity is computed exactly as Placement's ``int((total - reserved) * ratio)``.
+    Checked in bulk (columns taken apart by C-level map and zip); rows are located
+    one by one only when something is wrong.
     """
-    try:
-        table = np.array(rows, dtype=np.float64)
-    except OverflowError:  # an integer beyond any float: report, build nothing
-        table = np.zeros((0, 9))
-        rows = [r for r in rows if max(r[1], r[2], r[4], r[5], r[6], r[7]) > MAX_INTEGER]
-        found: list[Problem] = []
-        for row in rows:
-            i = row[0]
-            inv = providers[i].inventories[rc]
-            found += _inventory_problems(f"providers[{i}].inventories.{rc}", inv)
-            if row[7] > MAX_INTEGER:
-                found.append(
-                    Problem(f"providers[{i}].usages.{rc}", f"must be between 0 and {MAX_INTEGER}")
-                )
-        return _empty_inventory(), found
-    total, reserved, ratio = table[:, 1], table[:, 2], table[:, 3]
-    min_unit, max_unit, step, used, explicit = (table[:, k] for k in range(4, 9))
-    wrong = (
-        (table[:, [1, 2, 4, 5, 6]] > MAX_INTEGER).any(axis=1)
-        | (reserved > total)
-        | ((explicit > 0) & (min_unit > max_unit))
-        | (used < 0)
-        | (used > MAX_INTEGER)
+    ids, invs, used = zip(*rows, strict=True)
+    total, reserved, min_unit, explicit, step, ratio = zip(*map(_FIELDS, invs), strict=True)
+    max_unit = (
+        [t if m is None else m for t, m in zip(total, explicit, strict=True)]
+        if None in explicit
+        else explicit
     )
-    problems: list[Problem] = []
-    for r in np.flatnonzero(wrong).tolist():
-        i = rows[r][0]
-        problems += _inventory_problems(
-            f"providers[{i}].inventories.{rc}", providers[i].inventories[rc]
-        )
-        if not 0 <= rows[r][7] <= MAX_INTEGER:
-            problems.append(
-                Problem(f"providers[{i}].usages.{rc}", f"must be between 0 and {MAX_INTEGER}")
-            )
-    if problems:  # the job is rejected: build nothing (out-of-range floats do not cast)
-        return _empty_inventory(), problems
-    ids = [row[0] for row in rows]
-    capacity = np.minimum(np.floor((total - reserved) * ratio), MAX_INTEGER)
+    if (
+        max(max(total), max(reserved), max(min_unit), max(max_unit), max(step)) > MAX_INTEGER
+        or not 0 <= min(used) <= max(used) <= MAX_INTEGER
+    ):
+        return _class_problems(rc, rows)
+    totals, reserves = np.array(total, dtype=np.int64), np.array(reserved, dtype=np.int64)
+    if (reserves > totals).any():
+        return _class_problems(rc, rows)
+    # Every integer is below 2**53, so float64 holds it exactly: this is Placement's
+    # int((total - reserved) * ratio), capped where a huge ratio would overflow int64.
+    free = (totals - reserves) * np.array(ratio, dtype=np.float64)
+    capacity = np.minimum(np.floor(free), MAX_INTEGER).astype(np.int64)
     inventory = ClassInventory(
         providers=np.array(ids, dtype=np.int64),
-        capacity=capacity.astype(np.int64),
-        used=used.astype(np.int64),
-        min_unit=min_unit.astype(np.int64),
-        max_unit=max_unit.astype(np.int64),
-        step_size=step.astype(np.int64),
+        capacity=capacity,
+        used=np.array(used, dtype=np.int64),
+        min_unit=np.array(min_unit, dtype=np.int64),
+        max_unit=np.array(max_unit, dtype=np.int64),
+        step_size=np.array(step, dtype=np.int64),
         row=dict(zip(ids, range(len(ids)), strict=True)),
     )
-    return inventory, problems
+    return inventory, _unusable(rc, ids, explicit, inventory)
+
+
+def _unusable(
+    rc: str, ids: Sequence[int], explicit: Sequence[int | None], inv: ClassInventory
+) -> list[Unusable]:
+    """Inventories that no amount fits: min_unit above max_unit or above the capacity.
+
+    A zero capacity (an empty or fully reserved inventory) fits nothing either, but
+    that is ordinary: it is named only when it also declares a max_unit below its
+    min_unit.
+    """
+    declared = np.array([m is not None for m in explicit], dtype=np.bool_)
+    above_max = inv.min_unit > inv.max_unit
+    odd = (declared & above_max) | (
+        (inv.capacity > 0) & (above_max | (inv.min_unit > inv.capacity))
+    )
+    out = []
+    for r in np.flatnonzero(odd).tolist():
+        low, high, capacity = int(inv.min_unit[r]), int(inv.max_unit[r]), int(inv.capacity[r])
+        if low <= high:
+            reason = f"min_unit ({low}) exceeds its capacity ({capacity})"
+        elif explicit[r] is None:
+            reason = f"min_unit ({low}) exceeds max_unit (defaults to total, {high})"
+        else:
+            reason = f"min_unit ({low}) exceeds max_unit ({high})"
+        out.append(Unusable(ids[r], rc, reason + ": this inventory fits no request"))
+    return out
+
+
+def _class_problems(rc: str, rows: Rows) -> list[Problem]:
+    """Every problem of one class's rows, located."""
+    found: list[Problem] = []
+    for i, inv, used in rows:
+        path = f"providers[{i}].inventories.{rc}"
+        values = (inv["total"], inv["reserved"], inv["min_unit"], inv["max_unit"], inv["step_size"])
+        big = [
+            name for name, v in zip(_INTEGER_FIELDS, values, strict=True) if (v or 0) > MAX_INTEGER
+        ]
+        if big:
+            found.append(Problem(f"{path}.{big[0]}", f"must be at most {MAX_INTEGER}"))
+        elif inv["reserved"] > inv["total"]:
+            found.append(
+                Problem(
+                    f"{path}.reserved",
+                    f"reserved ({inv['reserved']}) exceeds total ({inv['total']})",
+                )
+            )
+        if not 0 <= used <= MAX_INTEGER:
+            found.append(
+                Problem(f"providers[{i}].usages.{rc}", f"must be between 0 and {MAX_INTEGER}")
+            )
+    return found

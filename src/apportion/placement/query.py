@@ -7,10 +7,13 @@ Latest-microversion semantics (Placement 1.39) with the project's decisions:
 * Resource-class and trait names are free-form (no registry) but must match
   ``[A-Z0-9_]+``; aggregates and ``in_tree`` are free-form non-empty strings
   (no UUID requirement).
+* A repeated ``group_policy`` or ``limit``: the first value wins, as in
+  Placement (its functional tests: "multiple limits picks the first one"); every
+  value must still be well formed. A repeated ``root_required`` is rejected, as
+  in Placement.
 * Keys that Placement lets silently overwrite each other are rejected instead:
-  a repeated ``resources$S``, ``in_tree$S``, ``group_policy`` or ``limit`` and a
-  resource class named twice in one ``resources$S``. The last-one-wins
-  behaviour hides typos.
+  a repeated ``resources$S`` or ``in_tree$S`` and a resource class named twice in
+  one ``resources$S``. The last-one-wins behaviour hides typos.
 * ``!!T`` is a malformed trait name here (Placement strips any number of ``!``).
 * An unsuffixed group without resources is allowed (the seed: "it can be
   satisfied by any provider in the tree"); Placement rejects it.
@@ -236,97 +239,118 @@ def parse_request(text: str, limits: Limits) -> ParsedRequest:
         raise _reject(
             f"request of {len(text)} characters exceeds the limit of {limits.max_request_length}"
         )
-    drafts: dict[str, _Draft] = {}
-    group_policy: GroupPolicy | None = None
-    limit: int | None = None
-    root: tuple[set[str], set[str]] | None = None
-    same_subtrees: list[frozenset[str]] = []
-
+    parser = _Parser(limits.max_request_groups)
     for key, value in split_query(text):
         match = GROUP_KEY.fullmatch(key)
         if match is not None:
-            prefix, suffix = match.group(1), match.group(2) or ""
-            if suffix not in drafts:
-                if len(drafts) >= limits.max_request_groups:
-                    raise _reject(
-                        f"more than {limits.max_request_groups} request groups "
-                        "(limits.max_request_groups)"
-                    )
-                drafts[suffix] = _Draft(suffix)
-            draft = drafts[suffix]
-            if prefix == "resources":
-                if draft.resources is not None:
-                    raise _once(key)
-                draft.resources = parse_resources(value)
-            elif prefix == "required":
-                required, forbidden = parse_traits(value, key=key)
-                draft.required.extend(required)
-                draft.forbidden |= forbidden
-            elif prefix == "member_of":
-                clause, forbidden = parse_member_of(value, key)
-                if clause is not None:
-                    draft.member_of.append(clause)
-                draft.forbidden_aggregates |= forbidden
-            else:  # in_tree
-                if draft.in_tree is not None:
-                    raise _once(key)
-                if not value:
-                    raise _reject(
-                        f"Invalid query string parameters: Expected '{key}' parameter to "
-                        "name a provider. Got an empty value."
-                    )
-                draft.in_tree = value
-        elif key == "group_policy":
-            if group_policy is not None:
-                raise _once(key)
-            if value not in ("none", "isolate"):
-                raise _reject(
-                    f"Invalid query string parameters: {value!r} is not one of ['none', 'isolate']"
-                )
-            group_policy = "isolate" if value == "isolate" else "none"
-        elif key == "limit":
-            if limit is not None:
-                raise _once(key)
-            if not LIMIT.fullmatch(value):
-                raise _reject(
-                    f"Invalid query string parameters: {value!r} does not match '^[1-9][0-9]*$'"
-                )
-            limit = int(value)
-        elif key == "root_required":
-            if root is not None:
-                raise _once(key)
-            clauses, forbidden = parse_traits(value, key=key, allow_any=False)
-            wanted = {next(iter(c)) for c in clauses}
-            conflicts = wanted & forbidden
-            if conflicts:
-                raise _reject(
-                    "Conflicting required and forbidden traits found in root_required: "
-                    + ", ".join(sorted(conflicts))
-                )
-            root = (wanted, forbidden)
-        elif key == "same_subtree":
-            suffixes = frozenset(s.strip() for s in value.split(","))
-            if "" in suffixes:
-                raise _reject(
-                    "Empty string (unsuffixed group) can not be specified in `same_subtree`"
-                )
-            same_subtrees.append(suffixes)
+            parser.group_key(key, match.group(1), match.group(2) or "", value)
+        elif key in REQUEST_WIDE:
+            parser.request_wide(key, value)
         else:
             raise _reject(
                 "Invalid query string parameters: Additional properties are not allowed "
                 f"({key!r} was unexpected)"
             )
+    return parser.finish()
 
-    groups = tuple(d.freeze() for d in drafts.values())
-    _check_groups(groups, same_subtrees)
-    return ParsedRequest(
-        groups=groups,
-        group_policy=group_policy or "none",
-        limit=limit,
-        root_required=frozenset(root[0]) if root else frozenset(),
-        root_forbidden=frozenset(root[1]) if root else frozenset(),
-        same_subtrees=tuple(same_subtrees),
-    )
+
+@dataclass(slots=True)
+class _Parser:
+    """The request as its keys are read, in query order."""
+
+    max_groups: int
+    drafts: dict[str, _Draft] = field(default_factory=dict)
+    # Every value of group_policy and limit is checked; the first one is used.
+    group_policies: list[GroupPolicy] = field(default_factory=list)
+    limits: list[int] = field(default_factory=list)
+    root: tuple[set[str], set[str]] | None = None
+    same_subtrees: list[frozenset[str]] = field(default_factory=list)
+
+    def draft(self, suffix: str) -> _Draft:
+        draft = self.drafts.get(suffix)
+        if draft is None:
+            if len(self.drafts) >= self.max_groups:
+                raise _reject(
+                    f"more than {self.max_groups} request groups (limits.max_request_groups)"
+                )
+            draft = self.drafts[suffix] = _Draft(suffix)
+        return draft
+
+    def group_key(self, key: str, prefix: str, suffix: str, value: str) -> None:
+        draft = self.draft(suffix)
+        if prefix == "resources":
+            if draft.resources is not None:
+                raise _once(key)
+            draft.resources = parse_resources(value)
+        elif prefix == "required":
+            required, forbidden = parse_traits(value, key=key)
+            draft.required.extend(required)
+            draft.forbidden |= forbidden
+        elif prefix == "member_of":
+            clause, forbidden = parse_member_of(value, key)
+            if clause is not None:
+                draft.member_of.append(clause)
+            draft.forbidden_aggregates |= forbidden
+        else:
+            if draft.in_tree is not None:
+                raise _once(key)
+            if not value:
+                raise _reject(
+                    f"Invalid query string parameters: Expected '{key}' parameter to "
+                    "name a provider. Got an empty value."
+                )
+            draft.in_tree = value
+
+    def request_wide(self, key: str, value: str) -> None:
+        if key == "group_policy":
+            if value not in ("none", "isolate"):
+                raise _reject(
+                    f"Invalid query string parameters: {value!r} is not one of ['none', 'isolate']"
+                )
+            self.group_policies.append("isolate" if value == "isolate" else "none")
+        elif key == "limit":
+            if not LIMIT.fullmatch(value):
+                raise _reject(
+                    f"Invalid query string parameters: {value!r} does not match '^[1-9][0-9]*$'"
+                )
+            self.limits.append(int(value))
+        elif key == "root_required":
+            if self.root is not None:
+                raise _once(key)
+            self.root = _root_required(value)
+        else:
+            suffixes = frozenset(s.strip() for s in value.split(","))
+            if "" in suffixes:
+                raise _reject(
+                    "Empty string (unsuffixed group) can not be specified in `same_subtree`"
+                )
+            self.same_subtrees.append(suffixes)
+
+    def finish(self) -> ParsedRequest:
+        groups = tuple(d.freeze() for d in self.drafts.values())
+        _check_groups(groups, self.same_subtrees)
+        wanted, forbidden = self.root or (set(), set())
+        return ParsedRequest(
+            groups=groups,
+            group_policy=self.group_policies[0] if self.group_policies else "none",
+            limit=self.limits[0] if self.limits else None,
+            root_required=frozenset(wanted),
+            root_forbidden=frozenset(forbidden),
+            same_subtrees=tuple(self.same_subtrees),
+        )
+
+
+def _root_required(value: str) -> tuple[set[str], set[str]]:
+    """One ``root_required`` value → (required traits, forbidden traits)."""
+    clauses, forbidden = parse_traits(value, key="root_required", allow_any=False)
+    wanted = {next(iter(c)) for c in clauses}
+    conflicts = wanted & forbidden
+    if conflicts:
+        raise _reject(
+            "Conflicting required and forbidden traits found in root_required: "
+            + ", ".join(sorted(conflicts))
+        )
+    return wanted, forbidden
 
 
 def _check_groups(groups: tuple[RequestGroup, ...], same_subtrees: list[frozenset[str]]) -> None:

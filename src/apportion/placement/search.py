@@ -167,7 +167,7 @@ class Searcher:
             return iter(())
         return self._search(ordered)
 
-    def _headroom(self, provider: int, rc: str) -> int:
+    def headroom(self, provider: int, rc: str) -> int:
         key = (provider, rc)
         room = self.room.get(key)
         if room is None:
@@ -176,106 +176,19 @@ class Searcher:
 
     def _search(self, choices: list[tuple[int, ...]]) -> Iterator[Assignment]:
         """Depth-first over the bound positions, with an explicit stack."""
-        forest, spec, budget = self.forest, self.spec, self.budget
-        checked, isolated, subtrees = spec.checked, spec.isolated, spec.subtrees
-        collective_at, collective = spec.collective_at, self.plan.collective
-        unsuffixed, traits = spec.unsuffixed, forest.traits
-        bound = spec.bound_count
-        load: dict[tuple[int, str], int] = {}
-        taken: set[int] = set()
-        # per same_subtree: the highest provider chosen so far (the lowest common
-        # ancestor of its choices), and whether it is itself one of the choices
-        top = [-1] * spec.subtree_count
-        top_chosen = [False] * spec.subtree_count
-        saved: list[list[tuple[int, int, bool]]] = [[] for _ in range(bound)]
-        sets: dict[int, frozenset[int]] = {}
-        chosen = [-1] * bound
-        pos = [-1] * bound
-
-        def reachable(high: int, later: tuple[int, ...]) -> bool:
-            """Can a later position still take ``high`` or one of its ancestors?"""
-            if not later:
-                return False
-            above = forest.ancestors_or_self(high)
-            for m in later:
-                options = sets.get(m)
-                if options is None:
-                    options = sets[m] = frozenset(choices[m])
-                if not options.isdisjoint(above):
-                    return True
-            return False
-
-        def place(k: int, p: int) -> bool:
-            """Take ``p`` at position ``k`` if the assignment stays completable."""
-            if k in isolated and p in taken:
-                return False
-            for done, (rc, amount) in enumerate(checked[k]):
-                key = (p, rc)
-                total = load.get(key, 0) + amount
-                if total > self._headroom(p, rc):
-                    for rc2, amount2 in checked[k][:done]:
-                        load[p, rc2] -= amount2
-                    return False
-                load[key] = total
-            ok = True
-            if subtrees[k]:
-                undo = saved[k]
-                undo.clear()
-                for j, first, later in subtrees[k]:
-                    undo.append((j, top[j], top_chosen[j]))
-                    if first:
-                        top[j], top_chosen[j] = p, True
-                        continue
-                    high = forest.lowest_common_ancestor(top[j], p)
-                    if high < 0:
-                        ok = False
-                        break
-                    if high == p:
-                        top_chosen[j] = True
-                    elif high != top[j]:
-                        top_chosen[j] = False
-                    top[j] = high
-                    if not top_chosen[j] and not reachable(high, later):
-                        ok = False
-                        break
-            if ok and k == collective_at:
-                have: set[str] = set()
-                for m in unsuffixed:
-                    have |= traits[p if m == k else chosen[m]]
-                ok = all(clause & have for clause in collective)
-            if not ok:
-                for rc, amount in checked[k]:
-                    load[p, rc] -= amount
-                for j, t, c in reversed(saved[k]):
-                    top[j], top_chosen[j] = t, c
-                saved[k].clear()
-                return False
-            if k in isolated:
-                taken.add(p)
-            chosen[k] = p
-            return True
-
-        def unplace(k: int) -> None:
-            p = chosen[k]
-            for rc, amount in checked[k]:
-                load[p, rc] -= amount
-            for j, t, c in reversed(saved[k]):
-                top[j], top_chosen[j] = t, c
-            saved[k].clear()
-            if k in isolated:
-                taken.discard(p)
-            chosen[k] = -1
-
-        restore = self.restore
+        walk = _Walk(self, choices)
+        chosen, budget, restore = walk.chosen, self.budget, self.restore
+        bound = self.spec.bound_count
         tail = choices[bound:]
+        pos = [-1] * bound
         k = 0
         budget.spend(len(choices[0]))
         while k >= 0:
             if chosen[k] >= 0:
-                unplace(k)
+                walk.unplace(k)
             options = choices[k]
             i = pos[k] + 1
-            while i < len(options) and not place(k, options[i]):
+            while i < len(options) and not walk.place(k, options[i]):
                 i += 1
             if i == len(options):
                 pos[k] = -1
@@ -291,6 +204,135 @@ class Searcher:
                     yield restore(head + rest)
             else:
                 yield restore(tuple(chosen))
+
+
+class _Walk:
+    """The state of one anchor's depth-first search: what the chosen providers hold.
+
+    ``place`` takes a provider at a position only if the partial assignment can
+    still be completed (capacity, isolate, same_subtree, the unsuffixed group's
+    traits); ``unplace`` undoes it exactly.
+    """
+
+    __slots__ = (
+        "choices",
+        "chosen",
+        "forest",
+        "load",
+        "saved",
+        "searcher",
+        "sets",
+        "spec",
+        "taken",
+        "top",
+        "top_chosen",
+    )
+
+    def __init__(self, searcher: Searcher, choices: list[tuple[int, ...]]) -> None:
+        self.searcher = searcher
+        self.spec = spec = searcher.spec
+        self.forest = searcher.forest
+        self.choices = choices
+        self.load: dict[tuple[int, str], int] = {}
+        self.taken: set[int] = set()
+        # per same_subtree: the highest provider chosen so far (the lowest common
+        # ancestor of its choices), and whether it is itself one of the choices
+        self.top = [-1] * spec.subtree_count
+        self.top_chosen = [False] * spec.subtree_count
+        self.saved: list[list[tuple[int, int, bool]]] = [[] for _ in range(spec.bound_count)]
+        # position -> its options as a set, built when first needed
+        self.sets: dict[int, frozenset[int]] = {}
+        self.chosen = [-1] * spec.bound_count
+
+    def place(self, k: int, p: int) -> bool:
+        """Take ``p`` at position ``k`` if the assignment stays completable."""
+        spec = self.spec
+        if k in spec.isolated and p in self.taken:
+            return False
+        if spec.checked[k] and not self._load(k, p):
+            return False
+        ok = self._same_subtrees(k, p) if spec.subtrees[k] else True
+        if ok and k == spec.collective_at:
+            ok = self._collective(k, p)
+        if not ok:
+            self._release(k, p)
+            return False
+        if k in spec.isolated:
+            self.taken.add(p)
+        self.chosen[k] = p
+        return True
+
+    def unplace(self, k: int) -> None:
+        p = self.chosen[k]
+        self._release(k, p)
+        if k in self.spec.isolated:
+            self.taken.discard(p)
+        self.chosen[k] = -1
+
+    def _release(self, k: int, p: int) -> None:
+        """Give back what ``place(k, p)`` took: load and same_subtree tops."""
+        load = self.load
+        for rc, amount in self.spec.checked[k]:
+            load[p, rc] -= amount
+        saved, top, top_chosen = self.saved[k], self.top, self.top_chosen
+        for j, t, c in reversed(saved):
+            top[j], top_chosen[j] = t, c
+        saved.clear()
+
+    def _load(self, k: int, p: int) -> bool:
+        """Add position ``k``'s competing amounts on ``p``, if they stay within its room."""
+        load, checked = self.load, self.spec.checked[k]
+        for done, (rc, amount) in enumerate(checked):
+            key = (p, rc)
+            total = load.get(key, 0) + amount
+            if total > self.searcher.headroom(p, rc):
+                for rc2, amount2 in checked[:done]:
+                    load[p, rc2] -= amount2
+                return False
+            load[key] = total
+        return True
+
+    def _same_subtrees(self, k: int, p: int) -> bool:
+        """Update the tops of ``k``'s same_subtrees with ``p``; False if one is broken."""
+        top, top_chosen, undo = self.top, self.top_chosen, self.saved[k]
+        undo.clear()
+        for j, first, later in self.spec.subtrees[k]:
+            undo.append((j, top[j], top_chosen[j]))
+            if first:
+                top[j], top_chosen[j] = p, True
+                continue
+            high = self.forest.lowest_common_ancestor(top[j], p)
+            if high < 0:
+                return False
+            if high == p:
+                top_chosen[j] = True
+            elif high != top[j]:
+                top_chosen[j] = False
+            top[j] = high
+            if not top_chosen[j] and not self._reachable(high, later):
+                return False
+        return True
+
+    def _reachable(self, high: int, later: tuple[int, ...]) -> bool:
+        """Can a later position still take ``high`` or one of its ancestors?"""
+        if not later:
+            return False
+        above = self.forest.ancestors_or_self(high)
+        for m in later:
+            options = self.sets.get(m)
+            if options is None:
+                options = self.sets[m] = frozenset(self.choices[m])
+            if not options.isdisjoint(above):
+                return True
+        return False
+
+    def _collective(self, k: int, p: int) -> bool:
+        """Do the unsuffixed group's providers, ``p`` at ``k``, cover its required traits?"""
+        traits, chosen = self.forest.traits, self.chosen
+        have: set[str] = set()
+        for m in self.spec.unsuffixed:
+            have |= traits[p if m == k else chosen[m]]
+        return all(clause & have for clause in self.searcher.plan.collective)
 
 
 def _same(assignment: tuple[int, ...]) -> Assignment:

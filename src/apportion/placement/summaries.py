@@ -10,12 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from apportion.contracts.launch import ProviderSummary, ResourceSummary, trusted
+from apportion.contracts.launch import ProviderSummary, ResourceSummary
 from apportion.placement.model import Forest
-
-# The fields set of every summary built here, shared (see trusted()).
-_FIELDS = set(ProviderSummary.model_fields)
-_PAIR = {"capacity", "used"}
 
 
 def provider_summaries(forest: Forest, providers: Iterable[int]) -> dict[str, ProviderSummary]:
@@ -27,31 +23,33 @@ def provider_summaries(forest: Forest, providers: Iterable[int]) -> dict[str, Pr
         rc: (inv.row, inv.capacity.tolist(), inv.used.tolist())
         for rc, inv in forest.inventories.items()
     }
-    # Identical (capacity, used) pairs are common (a rack of equal hosts); the
-    # summary objects are immutable, so one instance serves them all.
-    cache: dict[tuple[int, int], ResourceSummary] = {}
-    uuids, parents, roots_of = forest.uuids, forest.parents, forest.roots
+    # Equal summaries are common (a rack of equal hosts). The result is written once
+    # and never changed, so equal resource maps and trait lists are one object each.
+    shared: dict[tuple[tuple[str, int, int], ...], dict[str, ResourceSummary]] = {}
+    trait_lists: dict[frozenset[str], list[str]] = {}
+    uuids, parents, roots_of, traits = forest.uuids, forest.parents, forest.roots, forest.traits
     providers_ = forest.providers
     out: dict[str, ProviderSummary] = {}
     for p in members:
-        resources: dict[str, ResourceSummary] = {}
-        for rc in providers_[p].inventories:
+        key = []
+        for rc in providers_[p]["inventories"]:
             row, capacity, used = columns[rc]
             r = row[p]
-            pair = (capacity[r], used[r])
-            rs = cache.get(pair)
-            if rs is None:
-                rs = cache[pair] = trusted(
-                    ResourceSummary, {"capacity": pair[0], "used": pair[1]}, _PAIR
-                )
-            resources[rc] = rs
+            key.append((rc, capacity[r], used[r]))
+        signature = tuple(key)
+        resources = shared.get(signature)
+        if resources is None:
+            resources = shared[signature] = {
+                rc: {"capacity": capacity, "used": used} for rc, capacity, used in signature
+            }
+        labels = trait_lists.get(traits[p])
+        if labels is None:
+            labels = trait_lists[traits[p]] = sorted(traits[p])
         parent = parents[p]
-        # Built from the forest's own checked values: not re-validated (see trusted()).
-        values = {
+        out[uuids[p]] = {
             "resources": resources,
-            "traits": sorted(forest.traits[p]),
+            "traits": labels,
             "parent_provider_uuid": uuids[parent] if parent >= 0 else None,
             "root_provider_uuid": uuids[roots_of[p]],
         }
-        out[uuids[p]] = trusted(ProviderSummary, values, _FIELDS)
     return out

@@ -1,4 +1,4 @@
-"""Launch selection: policy modules, priority groups and the dice (SPEC.md §2.3).
+"""Launch selection: policy modules, priority groups and the dice.
 
 Pure: the failure counts, the clock and the seed are inputs. Entry points:
 :func:`apply_policy` (over built AllocationRequests) and :func:`choose` (over a

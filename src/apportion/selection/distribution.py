@@ -14,7 +14,7 @@ behind every normal group whatever strict module comes later; each strict module
 appends one column (``-priority`` or cost), refining the groups it finds.
 
 Arrays (numpy, read-only) rather than dicts: a policy over 1,000 accounts runs each
-module as a handful of vector operations (bench/bench_selection.py).
+module as a handful of vector operations.
 """
 
 from __future__ import annotations
@@ -85,8 +85,8 @@ class Distribution:
 
         Built with C-level ``dict(zip(...))`` over the accounts sorted stably by group
         (so canonical order within each group) rather than one Python step per
-        account: a trace holds two such maps per module over every account, which
-        was most of the policy's own time at 1,000 accounts (bench/selection.md).
+        account: a trace holds two such maps per module over every account, so this
+        is the policy's own hot path at 1,000 accounts.
         """
         probs = self.probs.tolist()
         if self.n_groups == 1:
@@ -155,8 +155,8 @@ def _group_rows(keys: FloatArray) -> tuple[IntArray, int]:
     """Each row's group (0 = smallest key row, lexicographically) and the group count.
 
     What ``np.unique(keys, axis=0, return_inverse=True)`` answers, without sorting
-    the rows as opaque records (which was a third of the policy's own time at 1,000
-    accounts): one key column is sorted as floats, several with ``lexsort``. Equal
+    the rows as opaque records (slow at 1,000 accounts): one key column is sorted
+    as floats, several with ``lexsort``. Equal
     floats (0.0 and -0.0 too) share a group either way.
     """
     if keys.shape[1] == 1:

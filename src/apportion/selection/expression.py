@@ -45,7 +45,7 @@ from apportion.errors import Problem, Rejected
 from apportion.limits import Limits
 from apportion.selection.distribution import Distribution
 from apportion.selection.facts import Facts
-from apportion.selection.modules import Step, make_step
+from apportion.selection.modules import Step, adjustment, make_step
 from apportion.yaql_eval import SYNTAX, evaluate_batch
 
 _PREFIX = "$.select(("
@@ -121,6 +121,7 @@ def account_documents(dist: Distribution, facts: Facts) -> list[dict[str, Any]]:
     return docs
 
 
+@adjustment("expression")
 def apply(module: ExpressionModule, dist: Distribution, facts: Facts, path: str) -> Step:
     name = f"{path}.expression"
     text = f"{_PREFIX}{module.expression}{_SUFFIX}"

@@ -1,6 +1,6 @@
 """What the policy modules know about each account, computed once per job.
 
-Costs (SPEC.md §2.3, the seed's "cost per realm, per hour, for each hardware
+Costs (the contract, and the seed's "cost per realm, per hour, for each hardware
 profile, for each provider account"): a candidate costs its account's
 ``cost_per_hour`` plus Σ amount * the provider's price per unit-hour over its
 allocations (a class without a price costs nothing). An account's cost is the mean
@@ -99,17 +99,17 @@ def request_costs(
     0.0), which the candidates engine repeats exactly on its compact candidates
     (``CandidateSet.costs``). Not clamped: see :func:`finite_costs`.
     """
-    prices = {uuid: p.prices for uuid, p in providers.items() if p.prices}
+    prices = {uuid: p["prices"] for uuid, p in providers.items() if p["prices"]}
     price_of = prices.get
     out: list[float] = []
     append = out.append
     for request in requests:
-        total = base.get(request.account, 0.0)  # type: ignore[arg-type]
+        total = base.get(request["account"], 0.0)  # type: ignore[arg-type]
         if prices:
-            for uuid, alloc in request.allocations.items():
+            for uuid, alloc in request["allocations"].items():
                 price = price_of(uuid)
                 if price:
-                    for rc, amount in alloc.resources.items():
+                    for rc, amount in alloc["resources"].items():
                         total += amount * price.get(rc, 0.0)
         append(total)
     return out

@@ -15,7 +15,9 @@ on the base module overrides this. Hence ``equal, weights`` with weights 2:1:1 a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -45,6 +47,40 @@ def make_step(result: Normalised, note: str) -> Step:
     return Step(result.dist, "; ".join((note, *result.notes)))
 
 
+# ---- the modules table ------------------------------------------------------------------
+# One registration per module, next to its function: the policy runs whatever a name is
+# registered to, so adding a module is its contract model plus one decorated function.
+
+# (module, facts, weighted) -> the first distribution
+Base = Callable[[Any, Facts, bool], Step]
+# (module, distribution so far, facts, the module's JSON path) -> the next distribution
+Adjustment = Callable[[Any, Distribution, Facts, str], Step]
+BASES: dict[str, Base] = {}
+ADJUSTMENTS: dict[str, Adjustment] = {}
+_B = TypeVar("_B", bound=Base)
+_A = TypeVar("_A", bound=Adjustment)
+
+
+def base(name: str) -> Callable[[_B], _B]:
+    """Register a base distribution module under ``name``."""
+
+    def register(fn: _B) -> _B:
+        BASES[name] = fn
+        return fn
+
+    return register
+
+
+def adjustment(name: str) -> Callable[[_A], _A]:
+    """Register a module that adjusts the distribution so far under ``name``."""
+
+    def register(fn: _A) -> _A:
+        ADJUSTMENTS[name] = fn
+        return fn
+
+    return register
+
+
 def _listing(accounts: tuple[str, ...], values: FloatArray, skip: float | None, fmt: str) -> str:
     """``a=v`` for the accounts whose value is not ``skip``, only the named ones formatted."""
     listed = np.flatnonzero(values != skip) if skip is not None else np.arange(len(accounts))
@@ -56,7 +92,8 @@ def _listing(accounts: tuple[str, ...], values: FloatArray, skip: float | None, 
 # ---- base distributions ---------------------------------------------------------------
 
 
-def equal(module: EqualModule, facts: Facts, *, weighted: bool) -> Step:
+@base("equal")
+def equal(module: EqualModule, facts: Facts, weighted: bool) -> Step:
     """The same probability for every account (* weight when ``weighted``)."""
     n = len(facts.accounts)
     if weighted:
@@ -68,7 +105,8 @@ def equal(module: EqualModule, facts: Facts, *, weighted: bool) -> Step:
     return make_step(Distribution.single_group(facts.accounts, raw), note)
 
 
-def least_used(module: LeastUsedModule, facts: Facts, *, weighted: bool) -> Step:
+@base("least_used")
+def least_used(module: LeastUsedModule, facts: Facts, weighted: bool) -> Step:
     """Probability proportional to the account's free share (utilisation.py)."""
     free = facts.free_share
     assert free is not None, "policy.py computes free shares when least_used is used"
@@ -90,7 +128,8 @@ def _weight_note(accounts: tuple[str, ...], weights: FloatArray) -> str:
 # ---- adjustments ----------------------------------------------------------------------
 
 
-def weights(module: WeightsModule, dist: Distribution, facts: Facts) -> Step:
+@adjustment("weights")
+def weights(module: WeightsModule, dist: Distribution, facts: Facts, path: str) -> Step:
     """Multiply by the administrator's capacity weights (then renormalise).
 
     A ``weights`` map in the module overrides the named accounts' own ``weight``.
@@ -105,7 +144,8 @@ def weights(module: WeightsModule, dist: Distribution, facts: Facts) -> Step:
     return make_step(dist.multiplied(factors), _weight_note(dist.accounts, factors))
 
 
-def priority(module: PriorityModule, dist: Distribution, facts: Facts) -> Step:
+@adjustment("priority")
+def priority(module: PriorityModule, dist: Distribution, facts: Facts, path: str) -> Step:
     if module.mode == "strict":
         result = dist.regrouped(-facts.priority)
         return make_step(result, "groups by priority, highest first: " + _group_list(result.dist))
@@ -120,7 +160,10 @@ def priority(module: PriorityModule, dist: Distribution, facts: Facts) -> Step:
     return make_step(dist.multiplied(factors), note)
 
 
-def failure_penalty(module: FailurePenaltyModule, dist: Distribution, facts: Facts) -> Step:
+@adjustment("failure_penalty")
+def failure_penalty(
+    module: FailurePenaltyModule, dist: Distribution, facts: Facts, path: str
+) -> Step:
     """Each failure in the window fines ``percent`` points, never below 0.
 
     The failure counts are inputs already restricted to the module's window (the
@@ -160,7 +203,8 @@ def failure_penalty(module: FailurePenaltyModule, dist: Distribution, facts: Fac
     return Step(result.dist, "; ".join((*parts, *notes)))
 
 
-def cost(module: CostModule, dist: Distribution, facts: Facts) -> Step:
+@adjustment("cost")
+def cost(module: CostModule, dist: Distribution, facts: Facts, path: str) -> Step:
     # Clipped so that rounding and the spread below cannot overflow to infinity.
     costs = np.round(np.clip(facts.cost, -COST_CLIP, COST_CLIP), COST_DIGITS).astype(np.float64)
     if module.mode == "strict":

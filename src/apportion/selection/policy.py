@@ -32,17 +32,12 @@ from apportion.contracts.launch import (
     Provider,
     Selection,
     TraceStep,
-    trusted,
 )
 from apportion.contracts.policy import (
     BASE_MODULES,
-    CostModule,
-    EqualModule,
     ExpressionModule,
     FailurePenaltyModule,
-    LeastUsedModule,
     PolicyModule,
-    PriorityModule,
     WeightsModule,
     user_loc,
 )
@@ -211,7 +206,7 @@ def apply_policy(
     ``requests``; the engine itself uses :func:`choose` and builds each once.
     """
     pool = Pool(
-        accounts=[request.account for request in requests],
+        accounts=[request["account"] for request in requests],
         costs=lambda base: request_costs(requests, providers, base),
         resource_classes=lambda: _resource_classes(requests),
         providers=lambda: providers,
@@ -243,16 +238,7 @@ def choose(
     """:func:`apply_policy` over a :class:`Pool`: groups, probabilities, costs, the dice."""
     check_policy(policy, limits)
     _check_inputs(accounts, failures, exclude_accounts, limits)
-    if not pool.accounts:
-        raise Infeasible("there is no allocation candidate to choose from")
-
-    maybe_accounts = pool.accounts
-    if None in maybe_accounts:
-        # A caller bug, not a user's: the candidates engine always sets it.
-        raise ValueError(
-            f"allocation request {list(maybe_accounts).index(None)} carries no account"
-        )
-    accounts_of = cast(Sequence[str], maybe_accounts)
+    accounts_of = _candidate_accounts(pool)
     present = Counter(accounts_of)
     if len(present) > limits.max_accounts:
         raise Rejected.at(
@@ -272,7 +258,6 @@ def choose(
             + (f" (disabled: {names(disabled)})" if disabled else "")
             + "; enable an account or retry without excluding it"
         )
-
     costs = finite_costs(pool.costs({a: s.cost_per_hour for a, s in settings.items()}))
     kinds = {m.module for m in policy}
     facts = Facts.build(
@@ -287,24 +272,45 @@ def choose(
         now,
         limits,
     )
+    trace = _run_stack(policy, facts, removed_note=_removed_note(excluded, disabled))
+    return _roll(accounts_of, present, trace, costs, seed)
 
-    _, trace = _run_stack(policy, facts, removed_note=_removed_note(excluded, disabled))
-    groups = trace[-1].groups  # the final distribution's, computed for the trace
+
+def _candidate_accounts(pool: Pool) -> Sequence[str]:
+    if not pool.accounts:
+        raise Infeasible("there is no allocation candidate to choose from")
+    if None in pool.accounts:
+        # A caller bug, not a user's: the candidates engine always sets it.
+        raise ValueError(f"allocation request {list(pool.accounts).index(None)} carries no account")
+    return cast(Sequence[str], pool.accounts)
+
+
+def _roll(
+    accounts_of: Sequence[str],
+    present: Counter[str],
+    trace: list[TraceStep],
+    costs: list[float],
+    seed: int | None,
+) -> Choice:
+    """Roll within the most preferred group; each account's group and probability."""
+    groups = trace[-1]["groups"]  # the final distribution's, computed for the trace
     rng = dice.new_rng(seed)
     winner, roll = dice.roll_account(rng, groups[0])
     chosen = dice.pick_candidate(rng, _positions(accounts_of, winner))
-
     per_account: dict[str, tuple[int | None, float]] = dict.fromkeys(present, (None, 0.0))
     for g, members in enumerate(groups):
         for account, p in members.items():
             per_account[account] = (g, p / present[account])
-    selection = Selection(
-        chosen=chosen,
-        account=winner,
-        roll=roll,
-        groups=[_priority_group(g, m) for g, m in enumerate(groups)],
-        trace=trace,
-    )
+    ranked: list[PriorityGroup] = [
+        {"priority": g, "probabilities": m} for g, m in enumerate(groups)
+    ]
+    selection: Selection = {
+        "chosen": chosen,
+        "account": winner,
+        "roll": roll,
+        "groups": ranked,
+        "trace": trace,
+    }
     return Choice(per_account, costs, selection)
 
 
@@ -320,60 +326,30 @@ def _positions(items: Sequence[str], wanted: str) -> list[int]:
         return out
 
 
-_TRACE_FIELDS = {"module", "probabilities", "groups", "note"}
-_GROUP_FIELDS = {"priority", "probabilities"}
-
-
 def _trace_step(module: str, dist: Distribution, note: str | None) -> TraceStep:
-    """The trace entry of one module: built as it is, not validated.
-
-    Every value comes from the engine (names, floats from numpy, the module's note),
-    and a step carries two maps over every account: validating them cost more than
-    the modules themselves at 1,000 accounts (bench/selection.md).
-    """
+    """The trace entry of one module."""
     probabilities, groups = dist.trace_maps()
-    values = {"module": module, "probabilities": probabilities, "groups": groups, "note": note}
-    return trusted(TraceStep, values, _TRACE_FIELDS)
-
-
-def _priority_group(rank: int, probabilities: dict[str, float]) -> PriorityGroup:
-    return trusted(PriorityGroup, {"priority": rank, "probabilities": probabilities}, _GROUP_FIELDS)
+    return {"module": module, "probabilities": probabilities, "groups": groups, "note": note}
 
 
 def _run_stack(
     policy: Sequence[PolicyModule], facts: Facts, *, removed_note: str | None
-) -> tuple[Distribution, list[TraceStep]]:
-    trace: list[TraceStep] = []
-    base = policy[0]
+) -> list[TraceStep]:
+    """Every module in order, each through its entry in the modules table."""
+    first = policy[0]
+    assert first.module in BASE_MODULES  # check_policy guarantees it
     weights_later = any(isinstance(m, WeightsModule) for m in policy[1:])
-    assert isinstance(base, EqualModule | LeastUsedModule)  # check_policy guarantees it
-    weighted = base.weighted if base.weighted is not None else not weights_later
-    if isinstance(base, EqualModule):
-        step = modules.equal(base, facts, weighted=weighted)
-    else:
-        step = modules.least_used(base, facts, weighted=weighted)
+    given = getattr(first, "weighted", None)
+    weighted = given if given is not None else not weights_later
+    step = modules.BASES[first.module](first, facts, weighted)
     note = f"{step.note}; {removed_note}" if removed_note else step.note
-    trace.append(_trace_step(base.module, step.dist, note))
+    trace = [_trace_step(first.module, step.dist, note)]
     dist = step.dist
     for i, module in enumerate(policy[1:], start=1):
-        step = _apply(module, dist, facts, f"policy[{i}]")
+        step = modules.ADJUSTMENTS[module.module](module, dist, facts, f"policy[{i}]")
         dist = step.dist
         trace.append(_trace_step(module.module, dist, step.note))
-    return dist, trace
-
-
-def _apply(module: PolicyModule, dist: Distribution, facts: Facts, path: str) -> modules.Step:
-    if isinstance(module, WeightsModule):
-        return modules.weights(module, dist, facts)
-    if isinstance(module, PriorityModule):
-        return modules.priority(module, dist, facts)
-    if isinstance(module, FailurePenaltyModule):
-        return modules.failure_penalty(module, dist, facts)
-    if isinstance(module, CostModule):
-        return modules.cost(module, dist, facts)
-    if isinstance(module, ExpressionModule):
-        return expression.apply(module, dist, facts, path)
-    raise AssertionError(f"base module {module.module} after the first (check_policy)")
+    return trace
 
 
 def _removed_note(excluded: Sequence[str], disabled: Sequence[str]) -> str | None:
@@ -389,6 +365,6 @@ def _resource_classes(requests: Sequence[AllocationRequest]) -> list[str]:
     """The resource classes the candidates allocate (sorted: a stable order)."""
     seen: set[str] = set()
     for request in requests:
-        for alloc in request.allocations.values():
-            seen.update(alloc.resources)
+        for alloc in request["allocations"].values():
+            seen.update(alloc["resources"])
     return sorted(seen)

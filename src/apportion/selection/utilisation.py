@@ -1,6 +1,6 @@
 """How much of each account's capacity is still free (``least_used``, ``expression``).
 
-An account's providers are those whose account resolves to it (SPEC.md §2.3: a
+An account's providers are those whose account resolves to it (the contract: a
 provider's account defaults to its root's account, a root's to its own uuid). Every
 provider of the account counts, not only those in a candidate: a full host is the
 very sign that the account is busy.
@@ -22,7 +22,7 @@ from apportion.contracts.launch import Provider
 
 
 def provider_accounts(providers: Mapping[str, Provider]) -> dict[str, str]:
-    """provider uuid → account, following SPEC.md §2.3's defaulting rule.
+    """provider uuid → account, following the contract's defaulting rule.
 
     Parent links that are unknown or cyclic are the candidates engine's to reject;
     here the walk simply stops at the last provider it can reach, so this never loops.
@@ -36,7 +36,7 @@ def provider_accounts(providers: Mapping[str, Provider]) -> dict[str, str]:
             if node in roots:
                 root = roots[node]
                 break
-            parent = providers[node].parent_provider_uuid
+            parent = providers[node]["parent_provider_uuid"]
             if parent is None or parent not in providers or parent in seen:
                 root = node
                 break
@@ -48,7 +48,7 @@ def provider_accounts(providers: Mapping[str, Provider]) -> dict[str, str]:
     out: dict[str, str] = {}
     for uuid, provider in providers.items():
         root = roots[uuid]
-        out[uuid] = provider.account or providers[root].account or root
+        out[uuid] = provider["account"] or providers[root]["account"] or root
     return out
 
 
@@ -67,15 +67,15 @@ def free_shares(
         account = owner[uuid]
         if account not in wanted:
             continue
-        inventories = provider.inventories
-        usages = provider.usages
+        inventories = provider["inventories"]
+        usages = provider["usages"]
         caps = capacity[account]
         frees = free[account]
         for k, rc in enumerate(classes):
             inv = inventories.get(rc)
             if inv is None:
                 continue
-            cap = (inv.total - inv.reserved) * inv.allocation_ratio
+            cap = (inv["total"] - inv["reserved"]) * inv["allocation_ratio"]
             if cap > 0:
                 caps[k] += cap
                 left = cap - usages.get(rc, 0)

@@ -16,7 +16,6 @@ from apportion.contracts.attach import (
     AutoAttachJob,
     AutoAttachResult,
     GuestHostAttachJob,
-    GuestHostAttachResult,
 )
 from apportion.engine import Context
 
@@ -173,10 +172,10 @@ def attach(payload: dict[str, Any]) -> AutoAttachResult:
 
 
 def chosen(payload: dict[str, Any]) -> dict[str, int]:
-    return attach(payload).pool_quantities
+    return attach(payload)["pool_quantities"]
 
 
-def guest_attach(payload: dict[str, Any]) -> GuestHostAttachResult:
+def guest_attach(payload: dict[str, Any]) -> dict[str, Any]:
     return solve_guest_host_attach(GuestHostAttachJob.model_validate(payload), CTX)
 
 

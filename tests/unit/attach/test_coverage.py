@@ -20,7 +20,7 @@ from tests.unit.attach.support import (
 
 
 def _filters(payload: dict[str, Any]) -> dict[str, str]:
-    return {d["pool"]: d["filter"] for d in attach(payload).explanation["dropped_pools"]}
+    return {d["pool"]: d["filter"] for d in attach(payload)["explanation"]["dropped_pools"]}
 
 
 # ---- sizes that stack ------------------------------------------------------------------
@@ -141,8 +141,10 @@ def test_an_arch_mismatch_inside_a_stack_removes_the_pools_carrying_arch() -> No
     ]
     result = attach(job(consumer(arch="x86_64", sockets="8"), pools, [PRODUCT]))
     # The ppc pool is filtered before grouping (pre-entitlement arch check).
-    assert {d["pool"]: d["filter"] for d in result.explanation["dropped_pools"]} == {"ppc": "arch"}
-    assert result.pool_quantities == {"any": 4}
+    assert {d["pool"]: d["filter"] for d in result["explanation"]["dropped_pools"]} == {
+        "ppc": "arch"
+    }
+    assert result["pool_quantities"] == {"any": 4}
 
 
 # ---- who may use a pool ----------------------------------------------------------------
@@ -246,7 +248,7 @@ def test_compliance_is_computed_from_the_entitlements_when_not_given() -> None:
         entitlements=[ent("e-a", covered), ent("e-b", partial, 1), ent("e-c", expired)],
     )
     result = attach(payload)
-    assert result.explanation["compliance"] == {
+    assert result["explanation"]["compliance"] == {
         "source": "computed",
         "compliant_products": ["a"],
         "partially_compliant_products": ["b"],
@@ -254,8 +256,8 @@ def test_compliance_is_computed_from_the_entitlements_when_not_given() -> None:
         "partial_stacks": ["s"],
         "attached_entitlements": ["e-b", "e-a"],
     }
-    assert result.pool_quantities == {"partial": 3, "c-now": 1}
-    assert result.covered_products == ["b", "c"]
+    assert result["pool_quantities"] == {"partial": 3, "c-now": 1}
+    assert result["covered_products"] == ["b", "c"]
 
 
 def test_a_non_stacked_entitlement_too_small_leaves_its_product_partially_compliant() -> None:
@@ -263,8 +265,8 @@ def test_a_non_stacked_entitlement_too_small_leaves_its_product_partially_compli
     result = attach(
         job(consumer(sockets="4", installed=("a",)), [], None, entitlements=[ent("e1", small)])
     )
-    assert result.explanation["compliance"]["partially_compliant_products"] == ["a"]
-    assert result.uncovered_products == ["a"]
+    assert result["explanation"]["compliance"]["partially_compliant_products"] == ["a"]
+    assert result["uncovered_products"] == ["a"]
 
 
 def test_entitlement_dates_override_the_pool_dates() -> None:
@@ -272,8 +274,8 @@ def test_entitlement_dates_override_the_pool_dates() -> None:
     e = ent("e1", p)
     e["end_date"] = "2026-01-01T00:00:00Z"
     result = attach(job(consumer(installed=("a",)), [pool("fresh", "a")], None, entitlements=[e]))
-    assert result.explanation["compliance"]["non_compliant_products"] == ["a"]
-    assert result.pool_quantities == {"fresh": 1}
+    assert result["explanation"]["compliance"]["non_compliant_products"] == ["a"]
+    assert result["pool_quantities"] == {"fresh": 1}
 
 
 def test_derived_products_are_not_what_a_normal_attach_covers() -> None:

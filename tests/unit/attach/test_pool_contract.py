@@ -1,23 +1,63 @@
-"""A pool is read the same whichever path the contract takes.
+"""A pool reads as a plain field-by-field reading would read it.
 
-Pools already in the plain form (attributes ``{name: str}``, product ids as strings) are
-validated natively; every other pool goes through the per-field reading
-(``_PoolReading``): Candlepin's attribute lists, numbers and booleans as attribute
-values, product objects, and everything invalid. Both must accept the same inputs,
-produce the same values and report the same errors at the same paths.
+The contract's readers leave fields already in the plain form (attributes ``{name:
+str}``, product ids as strings) as they are after one look and rewrite the others
+(Candlepin's attribute lists, numbers and booleans as attribute values, product objects)
+a whole field at a time. The reference below reads the same fields the simple way, one
+value (one product reference) at a time: both must accept the same inputs, produce the
+same values and report the same errors at the same paths.
 """
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
-from apportion.contracts.attach import AutoAttachJob, Pool, _PoolReading
+from apportion.contracts.attach import (
+    Attributes,
+    AutoAttachJob,
+    Pool,
+    ProductId,
+)
+from apportion.contracts.base import WireModel, alias
+
+
+class _FieldByField(WireModel):
+    """The reference reading: one value, one product reference at a time."""
+
+    id: str = Field(min_length=1, max_length=256)
+    product_id: str = Field(validation_alias=alias("product_id", "productId"), min_length=1)
+    quantity: int
+    consumed: int = Field(default=0, ge=0)
+    start_date: datetime | None = Field(
+        default=None, validation_alias=alias("start_date", "startDate")
+    )
+    end_date: datetime | None = Field(default=None, validation_alias=alias("end_date", "endDate"))
+    attributes: Attributes = Field(default_factory=dict)
+    product_attributes: Attributes = Field(
+        default_factory=dict, validation_alias=alias("product_attributes", "productAttributes")
+    )
+    provided_products: list[ProductId] = Field(
+        default_factory=list, validation_alias=alias("provided_products", "providedProducts")
+    )
+    derived_product_id: str | None = Field(
+        default=None, validation_alias=alias("derived_product_id", "derivedProductId")
+    )
+    derived_product_attributes: Attributes = Field(
+        default_factory=dict,
+        validation_alias=alias("derived_product_attributes", "derivedProductAttributes"),
+    )
+    derived_provided_products: list[ProductId] = Field(
+        default_factory=list,
+        validation_alias=alias("derived_provided_products", "derivedProvidedProducts"),
+    )
+
 
 _value = st.one_of(
     st.sampled_from(["2", "0", "yes", "x86_64", "", " 4 "]),
@@ -73,7 +113,7 @@ def _read(model: type[BaseModel], data: dict[str, Any]) -> Any:
 @settings(max_examples=300, deadline=None)
 @given(data=_pool)
 def test_every_pool_reads_as_the_per_field_reading_reads_it(data: dict[str, Any]) -> None:
-    assert _read(Pool, data) == _read(_PoolReading, data)
+    assert _read(Pool, data) == _read(_FieldByField, data)
 
 
 def test_candlepins_form_and_the_plain_form_give_the_same_pool() -> None:

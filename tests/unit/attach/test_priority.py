@@ -38,11 +38,11 @@ def test_the_seed_worked_example_scores_as_documented(rules: str, score: Fractio
 
 def test_the_worked_example_attaches_one_of_pool_1_and_reports_its_priority() -> None:
     result = attach(_worked_example("seed"))
-    assert result.pool_quantities == {"pool-1": 1}
-    (group,) = result.explanation["groups"]
+    assert result["pool_quantities"] == {"pool-1": 1}
+    (group,) = result["explanation"]["groups"]
     assert group["pool_priorities"] == {"pool-1": 9028.5}
     expected = json.loads((EXAMPLES / "auto_attach.expected.json").read_text())
-    assert result.pool_quantities == expected["pool_quantities"]
+    assert result["pool_quantities"] == expected["pool_quantities"]
 
 
 @pytest.mark.parametrize(

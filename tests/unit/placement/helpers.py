@@ -74,7 +74,8 @@ def canon(
 
 def got(cs: CandidateSet) -> list[str]:
     return sorted(
-        canon({p: a.resources for p, a in r.allocations.items()}, r.mappings) for r in cs.requests
+        canon({p: a["resources"] for p, a in r["allocations"].items()}, r["mappings"])
+        for r in cs.requests
     )
 
 

@@ -348,13 +348,15 @@ def test_the_engine_returns_exactly_the_valid_candidates(data: st.DataObject) ->
     # Each candidate is anchored where it is valid, at a tree it touches when it can be.
     by_key = {brute.render(req, a): anchors for a, anchors in valid.items()}
     for request, anchor in zip(cs.requests, cs.anchors, strict=True):
-        key = canon({p: a.resources for p, a in request.allocations.items()}, request.mappings)
+        key = canon(
+            {p: a["resources"] for p, a in request["allocations"].items()}, request["mappings"]
+        )
         anchors = by_key[key]
         assert brute.idx[anchor] in anchors
-        touched = {brute.root(brute.idx[u]) for ps in request.mappings.values() for u in ps}
+        touched = {brute.root(brute.idx[u]) for ps in request["mappings"].values() for u in ps}
         if anchors & touched:
             assert brute.idx[anchor] in touched
-        assert request.account == anchor
+        assert request["account"] == anchor
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
@@ -368,8 +370,7 @@ def test_a_limited_answer_is_the_first_candidates_of_the_full_answer(data: st.Da
 
     def dump(rs: Any) -> list[str]:
         return [
-            json.dumps(r.model_dump(include={"allocations", "mappings"}), sort_keys=True)
-            for r in rs
+            json.dumps({k: r[k] for k in ("allocations", "mappings")}, sort_keys=True) for r in rs
         ]
 
     assert dump(cut.requests) == dump(full.requests[:limit])

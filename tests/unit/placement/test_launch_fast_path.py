@@ -1,10 +1,10 @@
-"""launch_select's fast path gives byte-identical results to the plain pydantic path.
+"""launch_select's fast path gives byte-identical results to a plain pipeline.
 
 The engine runs the policy on its compact candidates and builds each
-AllocationRequest once, without validation (apportion/launch.py). The reference
-here is the straightforward pipeline: validated AllocationRequests and summaries,
-then ``apply_policy`` annotating copies of them, then a validated
-LaunchSelectResult. Both must serialise to the same bytes.
+AllocationRequest once, as plain dicts (apportion/launch.py). The reference here is
+the straightforward pipeline: each candidate and summary written out one by one from
+the job and validated against the result's TypedDicts, then ``apply_policy``
+annotating copies of them. Both must serialise to the same bytes.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from typing import Any
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from pydantic import TypeAdapter
 
 from apportion.contracts.launch import (
     AllocationRequest,
     LaunchSelectJob,
     LaunchSelectResult,
     ProviderSummary,
-    ResourceSummary,
 )
 from apportion.engine import Context, run
 from apportion.errors import DomainError
@@ -32,6 +32,9 @@ from apportion.selection.facts import request_costs
 from tests.unit.placement.helpers import SHARES, rp
 from tests.unit.placement.test_brute_force import forests, requests
 
+REQUEST: TypeAdapter[AllocationRequest] = TypeAdapter(AllocationRequest)
+SUMMARY: TypeAdapter[ProviderSummary] = TypeAdapter(ProviderSummary)
+RESULT: TypeAdapter[LaunchSelectResult] = TypeAdapter(LaunchSelectResult)
 NOW = datetime(2026, 11, 22, 3, tzinfo=UTC)
 DEFAULT_POLICY: list[dict[str, Any]] = [
     {"module": "equal"},
@@ -66,10 +69,9 @@ def plain_requests(cs: CandidateSet) -> list[AllocationRequest]:
     """The candidates built the straightforward way: validated, one by one.
 
     Amounts a provider gives for several slots add up in one allocation, placed
-    where its first such slot is; the unsuffixed group maps its providers once
-    each, in slot order; the account is the anchoring root's.
+    where its first such slot is; the unsuffixed group maps the set of its
+    providers, sorted by uuid; the account is the anchoring root's.
     """
-    assert cs.forest is not None
     assert cs.builder is not None
     uuids, plan = cs.forest.uuids, cs.builder
     out = []
@@ -81,11 +83,11 @@ def plain_requests(cs: CandidateSet) -> list[AllocationRequest]:
                 held[rc] = held.get(rc, 0) + amount
         mappings: dict[str, list[str]] = {}
         if plan.unsuffixed:
-            mappings[""] = list(dict.fromkeys(uuids[assignment[k]] for k in plan.unsuffixed))
+            mappings[""] = sorted({uuids[assignment[k]] for k in plan.unsuffixed})
         for k, suffix in plan.suffixed:
             mappings[suffix] = [uuids[assignment[k]]]
         out.append(
-            AllocationRequest.model_validate(
+            REQUEST.validate_python(
                 {
                     "allocations": {u: {"resources": r} for u, r in merged.items()},
                     "mappings": mappings,
@@ -97,34 +99,39 @@ def plain_requests(cs: CandidateSet) -> list[AllocationRequest]:
 
 
 def plain_summaries(cs: CandidateSet, job: LaunchSelectJob) -> dict[str, ProviderSummary]:
-    """Every provider of every touched tree, in job order, validated one by one."""
+    """Every provider of every touched tree, in job order, from the job itself."""
     forest = cs.forest
-    assert forest is not None
     trees = {
-        forest.roots[forest.index[u]] for r in cs.requests for us in r.mappings.values() for u in us
+        forest.roots[forest.index[u]]
+        for r in cs.requests
+        for us in r["mappings"].values()
+        for u in us
     }
     out = {}
     for i, provider in enumerate(job.providers):
         if forest.roots[i] not in trees:
             continue
         parent = forest.parents[i]
-        out[provider.uuid] = ProviderSummary(
-            resources={
-                rc: ResourceSummary(
-                    capacity=forest.inventories[rc].summary(i)[0],
-                    used=provider.usages.get(rc, 0),
-                )
-                for rc in provider.inventories
-            },
-            traits=sorted(set(provider.traits)),
-            parent_provider_uuid=None if parent < 0 else forest.uuids[parent],
-            root_provider_uuid=forest.uuids[forest.roots[i]],
+        resources = {}
+        for rc, inv in provider["inventories"].items():
+            capacity = int((inv["total"] - inv["reserved"]) * inv["allocation_ratio"])
+            resources[rc] = {
+                "capacity": min(capacity, 2**53 - 1),
+                "used": provider["usages"].get(rc, 0),
+            }
+        out[provider["uuid"]] = SUMMARY.validate_python(
+            {
+                "resources": resources,
+                "traits": sorted(set(provider["traits"])),
+                "parent_provider_uuid": None if parent < 0 else forest.uuids[parent],
+                "root_provider_uuid": forest.uuids[forest.roots[i]],
+            }
         )
     return out
 
 
 def reference(job: LaunchSelectJob, ctx: Context) -> LaunchSelectResult:
-    """The plain pipeline: validated models, annotated copies, a validated result."""
+    """The plain pipeline: validated dicts, annotated copies, a validated result."""
     policy = chosen_policy(job, ctx)
     cs = find_candidates(job, ctx)
     requests = plain_requests(cs) if cs.found else []
@@ -133,14 +140,14 @@ def reference(job: LaunchSelectJob, ctx: Context) -> LaunchSelectResult:
         solve(job, ctx)  # raises the engine's own Infeasible
         raise AssertionError("no candidates, yet solve did not raise")
     if policy is None:
-        return LaunchSelectResult(
-            allocation_requests=requests, provider_summaries=summaries, extra=cs.extra()
+        return RESULT.validate_python(
+            {"allocation_requests": requests, "provider_summaries": summaries, "extra": cs.extra()}
         )
-    accounts = sorted({r.account for r in requests if r.account is not None})
+    accounts = sorted({r["account"] for r in requests if r["account"] is not None})
     failures, failure_info = _failures(job, policy, accounts, ctx)
     outcome = apply_policy(
         requests,
-        {p.uuid: p for p in job.providers},
+        {p["uuid"]: p for p in job.providers},
         job.accounts,
         policy,
         failures=failures,
@@ -149,17 +156,19 @@ def reference(job: LaunchSelectJob, ctx: Context) -> LaunchSelectResult:
         now=ctx.now,
         limits=ctx.limits,
     )
-    return LaunchSelectResult(
-        allocation_requests=list(outcome.requests),
-        provider_summaries=summaries,
-        selection=outcome.selection,
-        extra={**cs.extra(), **failure_info},
+    return RESULT.validate_python(
+        {
+            "allocation_requests": list(outcome.requests),
+            "provider_summaries": summaries,
+            "selection": outcome.selection,
+            "extra": {**cs.extra(), **failure_info},
+        }
     )
 
 
 def outcome_of(job: LaunchSelectJob, ctx: Context, how: Any) -> tuple[str, str]:
     try:
-        return "ok", how(job, ctx).model_dump_json()
+        return "ok", json.dumps(how(job, ctx))
     except DomainError as exc:
         return type(exc).__name__, exc.message
 
@@ -264,7 +273,7 @@ def test_the_engine_prices_candidates_exactly_as_selection_prices_built_ones(
     job = LaunchSelectJob.model_validate(raw)
     cs = find_candidates(job, Context(now=NOW))
     base = {a: s.cost_per_hour for a, s in job.accounts.items()}
-    expected = request_costs(cs.requests, {p.uuid: p for p in job.providers}, base)
+    expected = request_costs(cs.requests, {p["uuid"]: p for p in job.providers}, base)
     # Compared as text: NaN (inf - inf from absurd prices) must match NaN too.
     assert [repr(c) for c in cs.costs(base)] == [repr(c) for c in expected]
 
@@ -295,7 +304,7 @@ def test_a_priced_job_through_run_matches_the_plain_pipeline_byte_for_byte() -> 
     ctx = Context(now=NOW, default_policy=DEFAULT_POLICY)
     env = run("launch_select", raw, ctx)
     assert env.status == "ok"
-    expected = reference(LaunchSelectJob.model_validate(raw), ctx).model_dump(mode="json")
+    expected = reference(LaunchSelectJob.model_validate(raw), ctx)
     assert json.dumps(env.result) == json.dumps(expected)
     assert env.result is not None
     costs = {r["account"]: r["cost_per_hour"] for r in env.result["allocation_requests"]}

@@ -176,10 +176,13 @@ def test_group_structure_is_checked(request_text: str, message: str) -> None:
             "resources=VCPU:1&limit=ten",
             "Invalid query string parameters: 'ten' does not match '^[1-9][0-9]*$'",
         ),
-        ("resources=VCPU:1&limit=1&limit=2", "Query parameter 'limit' may be specified only once."),
         (
-            "resources=VCPU:1&group_policy=none&group_policy=isolate",
-            "Query parameter 'group_policy' may be specified only once.",
+            "resources=VCPU:1&limit=1&limit=ten",
+            "Invalid query string parameters: 'ten' does not match '^[1-9][0-9]*$'",
+        ),
+        (
+            "resources=VCPU:1&group_policy=isolate&group_policy=all",
+            "Invalid query string parameters: 'all' is not one of ['none', 'isolate']",
         ),
         (
             "resources=VCPU:1&resources=VCPU:2",

@@ -437,4 +437,4 @@ def test_a_resourceless_numa_group_ties_two_different_fpgas_together() -> None:
         ],
     )
     # The resourceless group's provider is mapped but not allocated.
-    assert "NUMA1" not in cs.requests[0].allocations
+    assert "NUMA1" not in cs.requests[0]["allocations"]

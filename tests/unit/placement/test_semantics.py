@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import TypeAdapter
 
 from apportion.contracts.launch import LaunchSelectResult
 from apportion.engine import Context, run
@@ -51,14 +52,14 @@ def test_every_tree_anchors_candidates_when_the_unsuffixed_group_uses_only_a_sha
         ],
     )
     assert cs.anchors == ["CN1", "CN2"]
-    assert [r.account for r in cs.requests] == ["CN1", "CN2"]
+    assert [r["account"] for r in cs.requests] == ["CN1", "CN2"]
 
 
 def test_a_candidate_of_sharing_providers_only_is_returned_once_anchored_at_its_own_tree() -> None:
     cs = find(shared_disk_farm(), "resources=DISK_GB:10")
     assert_candidates(cs, [({"SS": {"DISK_GB": 10}}, {"": ["SS"]})])
     assert cs.anchors == ["SS"]
-    assert cs.requests[0].account == "SS"
+    assert cs.requests[0]["account"] == "SS"
 
 
 def test_amounts_add_up_to_exactly_what_was_requested() -> None:
@@ -131,7 +132,7 @@ def test_repeated_required_keys_are_anded_and_in_means_any_of() -> None:
         rp("d", traits=["T1", "T3", "T4"], VCPU=1),
     ]
     cs = find(providers, "resources=VCPU:1&required=in:T1,T2&required=T3,!T4")
-    assert sorted(next(iter(r.allocations)) for r in cs.requests) == ["a", "b"]
+    assert sorted(next(iter(r["allocations"])) for r in cs.requests) == ["a", "b"]
 
 
 def test_member_of_in_and_forbidden_aggregates() -> None:
@@ -143,7 +144,7 @@ def test_member_of_in_and_forbidden_aggregates() -> None:
     ]
 
     def hosts(query: str) -> list[str]:
-        return sorted(next(iter(r.allocations)) for r in find(providers, query).requests)
+        return sorted(next(iter(r["allocations"])) for r in find(providers, query).requests)
 
     assert hosts("resources=VCPU:1&member_of=in:g1,g2") == ["a", "b", "c"]
     assert hosts("resources=VCPU:1&member_of=in:g1,g2&member_of=!g3") == ["a", "b"]
@@ -160,7 +161,7 @@ def test_a_forbidden_aggregate_on_the_root_excludes_the_whole_tree_for_the_unsuf
         rp("cn2"),
         rp("numa2", "cn2", VCPU=2),
     ]
-    assert [r.account for r in find(providers, "resources=VCPU:1&member_of=!bad").requests] == [
+    assert [r["account"] for r in find(providers, "resources=VCPU:1&member_of=!bad").requests] == [
         "cn2"
     ]
     # A suffixed group looks only at its own provider.
@@ -280,7 +281,7 @@ def test_summaries_cover_whole_trees_including_providers_without_inventory() -> 
     ]
     cs = find(providers, "resources=VCPU:1&in_tree=CN1")
     assert len(cs.requests) == 1
-    summaries = {k: v.model_dump() for k, v in cs.provider_summaries.items()}
+    summaries = cs.provider_summaries
     assert summaries == {
         "CN1": {
             "resources": {"VCPU": {"capacity": 4, "used": 2}},
@@ -304,17 +305,17 @@ def test_summaries_include_the_sharing_providers_tree_and_all_classes() -> None:
     assert cs.requests == []  # in_tree keeps the unsuffixed group off the sharing provider
     cs = find(providers, "resources=VCPU:1,DISK_GB:5")
     assert set(cs.provider_summaries) == {"SS", "CN1", "CN2"}
-    assert cs.provider_summaries["CN1"].resources["MEMORY_MB"].capacity == 512
-    assert cs.provider_summaries["SS"].traits == [SHARES]
+    assert cs.provider_summaries["CN1"]["resources"]["MEMORY_MB"]["capacity"] == 512
+    assert cs.provider_summaries["SS"]["traits"] == [SHARES]
 
 
 def test_the_solver_returns_a_wire_result_without_selection() -> None:
     job = make_job(shared_disk_farm(), "resources=VCPU:1&resources1=DISK_GB:1")
     result = solve(job, Context())
-    assert isinstance(result, LaunchSelectResult)
-    assert result.selection is None
-    assert result.extra == {"capped": False, "max_candidates": 10_000}
-    dumped = result.model_dump(mode="json")["allocation_requests"][0]
+    assert TypeAdapter(LaunchSelectResult).validate_python(result) == result
+    assert result["selection"] is None
+    assert result["extra"] == {"capped": False, "max_candidates": 10_000}
+    dumped = result["allocation_requests"][0]
     assert dumped == {
         "allocations": {"CN1": {"resources": {"VCPU": 1}}, "SS": {"resources": {"DISK_GB": 1}}},
         "mappings": {"": ["CN1"], "1": ["SS"]},
@@ -330,7 +331,7 @@ def test_the_price_of_a_candidate_sums_amount_times_unit_price() -> None:
     providers[0]["prices"] = {"DISK_GB": 0.01}
     providers[1]["prices"] = {"VCPU": 0.5}
     cs = find(providers, "resources=VCPU:2,DISK_GB:10")
-    by_anchor = {a: cs.price_per_hour(i) for i, a in enumerate(cs.anchors)}
+    by_anchor = dict(zip(cs.anchors, cs.costs({}), strict=True))
     assert by_anchor == {"CN1": pytest.approx(1.1), "CN2": pytest.approx(0.1)}
 
 

@@ -6,13 +6,7 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from apportion.contracts.launch import (
-    Account,
-    AllocationRequest,
-    Inventory,
-    Provider,
-    ProviderAllocation,
-)
+from apportion.contracts.launch import PROVIDER, Account, AllocationRequest, Provider
 from apportion.limits import Limits
 from apportion.selection import PolicyOutcome, apply_policy, parse_policy
 
@@ -28,22 +22,27 @@ def host(
     price: float | None = None,
     parent: str | None = None,
 ) -> Provider:
-    return Provider(
-        uuid=uuid,
-        account=account,
-        parent_provider_uuid=parent,
-        inventories={"VCPU": Inventory(total=vcpu)} if vcpu else {},
-        usages={"VCPU": used} if used else {},
-        prices={"VCPU": price} if price is not None else None,
+    return PROVIDER.validate_python(
+        {
+            "uuid": uuid,
+            "account": account,
+            "parent_provider_uuid": parent,
+            "inventories": {"VCPU": {"total": vcpu}} if vcpu else {},
+            "usages": {"VCPU": used} if used else {},
+            "prices": {"VCPU": price} if price is not None else None,
+        }
     )
 
 
 def candidate(provider: str, account: str, vcpu: int = 2) -> AllocationRequest:
-    return AllocationRequest(
-        allocations={provider: ProviderAllocation(resources={"VCPU": vcpu})},
-        mappings={"": [provider]},
-        account=account,
-    )
+    return {
+        "allocations": {provider: {"resources": {"VCPU": vcpu}}},
+        "mappings": {"": [provider]},
+        "account": account,
+        "priority_group": None,
+        "probability": None,
+        "cost_per_hour": None,
+    }
 
 
 def one_host_each(*accounts: str) -> tuple[list[AllocationRequest], dict[str, Provider]]:
@@ -79,12 +78,12 @@ def select(
 
 def final(outcome: PolicyOutcome) -> dict[str, float]:
     """Every account's final probability within its group."""
-    return {a: p for g in outcome.selection.groups for a, p in g.probabilities.items()}
+    return {a: p for g in outcome.selection["groups"] for a, p in g["probabilities"].items()}
 
 
 def after(outcome: PolicyOutcome, index: int) -> dict[str, float]:
-    return dict(outcome.selection.trace[index].probabilities)
+    return dict(outcome.selection["trace"][index]["probabilities"])
 
 
 def group_members(outcome: PolicyOutcome) -> list[list[str]]:
-    return [list(g.probabilities) for g in outcome.selection.groups]
+    return [list(g["probabilities"]) for g in outcome.selection["groups"]]

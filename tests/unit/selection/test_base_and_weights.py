@@ -13,7 +13,7 @@ def test_equal_over_three_accounts_gives_thirds() -> None:
     requests, providers = one_host_each(*THREE)
     outcome = select(requests, providers, [{"module": "equal"}])
     assert final(outcome) == pytest.approx({"a": 1 / 3, "b": 1 / 3, "c": 1 / 3})
-    assert outcome.selection.trace[0].module == "equal"
+    assert outcome.selection["trace"][0]["module"] == "equal"
 
 
 def test_weights_two_one_one_give_a_half_and_two_quarters() -> None:
@@ -70,7 +70,9 @@ def test_zero_weights_everywhere_fall_back_to_equal_and_say_so() -> None:
         accounts={"a": {"weight": 0}, "b": {"weight": 0}},
     )
     assert final(outcome) == pytest.approx({"a": 0.5, "b": 0.5})
-    assert "every account at 0, equal within the group" in (outcome.selection.trace[1].note or "")
+    assert "every account at 0, equal within the group" in (
+        outcome.selection["trace"][1]["note"] or ""
+    )
 
 
 def test_least_used_is_proportional_to_free_share() -> None:
@@ -101,4 +103,4 @@ def test_least_used_with_every_account_full_falls_back_to_equal() -> None:
     requests = [candidate(f"{a}-h", a) for a in ("a", "b")]
     outcome = select(requests, providers, [{"module": "least_used"}])
     assert final(outcome) == pytest.approx({"a": 0.5, "b": 0.5})
-    assert "equal within the group" in (outcome.selection.trace[0].note or "")
+    assert "equal within the group" in (outcome.selection["trace"][0]["note"] or "")

@@ -28,7 +28,7 @@ def test_private_cloud_is_preferred_at_night_only() -> None:
     policy = [{"module": "equal"}, PRIVATE_AT_NIGHT]
     night = select(requests, providers, policy, accounts=ACCOUNTS, now=NIGHT)
     assert final(night) == pytest.approx({"ec2": 0.25, "vsphere": 0.75})
-    assert (night.selection.trace[1].note or "").startswith("private-at-night: ")
+    assert (night.selection["trace"][1]["note"] or "").startswith("private-at-night: ")
     noon = select(requests, providers, policy, accounts=ACCOUNTS, now=NOON)
     assert final(noon) == pytest.approx({"ec2": 0.5, "vsphere": 0.5})
 

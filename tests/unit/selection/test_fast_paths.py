@@ -91,8 +91,8 @@ def test_a_note_over_many_accounts_names_the_first_eight_and_counts_the_rest() -
         failures=failures,
     )
 
-    weights_note = outcome.selection.trace[1].note
-    penalty_note = outcome.selection.trace[2].note
+    weights_note = outcome.selection["trace"][1]["note"]
+    penalty_note = outcome.selection["trace"][2]["note"]
     assert weights_note == (
         "times weight acct0001=2, acct0003=2, acct0005=2, acct0007=2, acct0009=2, "
         "acct0011=2, acct0013=2, acct0015=2 and 492 more"

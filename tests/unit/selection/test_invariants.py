@@ -105,28 +105,28 @@ def test_probabilities_are_non_negative_and_sum_to_one_in_every_group(
         assert not eligible
         return
     selection = outcome.selection
-    for group in selection.groups:
-        assert all(p >= 0 and math.isfinite(p) for p in group.probabilities.values())
-        assert math.isclose(sum(group.probabilities.values()), 1.0, rel_tol=1e-9)
-    for step in selection.trace:
-        assert all(p >= 0 and math.isfinite(p) for p in step.probabilities.values())
-    assert len(selection.trace) == len(policy)
+    for group in selection["groups"]:
+        assert all(p >= 0 and math.isfinite(p) for p in group["probabilities"].values())
+        assert math.isclose(sum(group["probabilities"].values()), 1.0, rel_tol=1e-9)
+    for step in selection["trace"]:
+        assert all(p >= 0 and math.isfinite(p) for p in step["probabilities"].values())
+    assert len(selection["trace"]) == len(policy)
     # Candidates: per group their probabilities also sum to 1; removed ones are at 0.
     per_group: dict[int, float] = {}
     for request in outcome.requests:
-        if request.priority_group is None:
-            assert request.probability == 0.0
+        if request["priority_group"] is None:
+            assert request["probability"] == 0.0
         else:
-            per_group[request.priority_group] = per_group.get(request.priority_group, 0.0) + (
-                request.probability or 0.0
+            per_group[request["priority_group"]] = per_group.get(request["priority_group"], 0.0) + (
+                request["probability"] or 0.0
             )
     assert all(math.isclose(total, 1.0, rel_tol=1e-9) for total in per_group.values())
     # The winner is in the top group, eligible, and owns the chosen candidate.
-    assert selection.account in selection.groups[0].probabilities
-    assert selection.groups[0].probabilities[selection.account] > 0
-    assert scenario["accounts"][selection.account]["enabled"]
-    assert selection.account not in scenario["exclude"]
-    assert outcome.requests[selection.chosen].account == selection.account
+    assert selection["account"] in selection["groups"][0]["probabilities"]
+    assert selection["groups"][0]["probabilities"][selection["account"]] > 0
+    assert scenario["accounts"][selection["account"]]["enabled"]
+    assert selection["account"] not in scenario["exclude"]
+    assert outcome.requests[selection["chosen"]]["account"] == selection["account"]
 
 
 @FAST

@@ -40,7 +40,7 @@ def test_a_group_fined_to_zero_falls_back_to_equal_and_the_trace_says_so() -> No
         requests, providers, [{"module": "equal"}, PENALTY], failures={"a": 20, "b": 30}
     )
     assert final(outcome) == pytest.approx({"a": 0.5, "b": 0.5})
-    note = outcome.selection.trace[1].note or ""
+    note = outcome.selection["trace"][1]["note"] or ""
     assert "group 0 (a, b): every account at 0, equal within the group" in note
 
 
@@ -56,7 +56,7 @@ def test_hard_limit_moves_an_account_to_a_last_resort_group_behind_strict_priori
     # a has the highest priority but reached the hard limit: last resort, after c's group.
     assert group_members(outcome) == [["b"], ["c"], ["a"]]
     assert final(outcome) == pytest.approx({"a": 1.0, "b": 1.0, "c": 1.0})
-    assert outcome.selection.account == "b"
+    assert outcome.selection["account"] == "b"
 
 
 def test_strict_priority_makes_one_group_per_priority_highest_first() -> None:
@@ -66,7 +66,7 @@ def test_strict_priority_makes_one_group_per_priority_highest_first() -> None:
     outcome = select(requests, providers, policy, accounts=accounts)
     assert group_members(outcome) == [["a", "b"], ["c"]]
     assert final(outcome) == pytest.approx({"a": 0.5, "b": 0.5, "c": 1.0})
-    assert [r.priority_group for r in outcome.requests] == [0, 0, 1]
+    assert [r["priority_group"] for r in outcome.requests] == [0, 0, 1]
 
 
 def test_strict_priority_always_picks_the_top_group() -> None:
@@ -74,7 +74,7 @@ def test_strict_priority_always_picks_the_top_group() -> None:
     policy = [{"module": "equal"}, {"module": "priority", "mode": "strict"}]
     accounts = {"a": {"priority": 5}, "b": {"priority": 5}, "c": {"priority": 1}}
     chosen = {
-        select(requests, providers, policy, accounts=accounts, seed=s).selection.account
+        select(requests, providers, policy, accounts=accounts, seed=s).selection["account"]
         for s in range(100)
     }
     assert chosen == {"a", "b"}
@@ -108,7 +108,7 @@ def test_candidate_cost_is_account_cost_plus_amount_times_price() -> None:
     outcome = select(
         requests, providers, [{"module": "equal"}], accounts={"ec2": {"cost_per_hour": 0.4}}
     )
-    assert [r.cost_per_hour for r in outcome.requests] == pytest.approx([0.48, 0.0])
+    assert [r["cost_per_hour"] for r in outcome.requests] == pytest.approx([0.48, 0.0])
 
 
 def test_strict_cost_groups_cheapest_first_and_picks_the_cheapest() -> None:
@@ -126,7 +126,7 @@ def test_strict_cost_groups_cheapest_first_and_picks_the_cheapest() -> None:
     ]
     policy = [{"module": "equal"}, {"module": "cost", "mode": "strict"}]
     assert group_members(select(requests, providers, policy)) == [["b"], ["a"], ["c"]]
-    chosen = {select(requests, providers, policy, seed=s).selection.account for s in range(50)}
+    chosen = {select(requests, providers, policy, seed=s).selection["account"] for s in range(50)}
     assert chosen == {"b"}
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from apportion.contracts.launch import Inventory, Provider
+from apportion.contracts.launch import PROVIDER
 from apportion.selection.utilisation import free_shares, provider_accounts
 from tests.unit.selection.builders import host
 
@@ -39,22 +39,28 @@ def test_cyclic_or_unknown_parents_do_not_hang() -> None:
 
 def test_free_share_averages_the_requested_classes_over_the_accounts_providers() -> None:
     providers = {
-        "h1": Provider(
-            uuid="h1",
-            account="a",
-            inventories={
-                "VCPU": Inventory(total=10),
-                "MEMORY_MB": Inventory(total=1000, reserved=200),
-            },
-            usages={"VCPU": 10, "MEMORY_MB": 200},
+        "h1": PROVIDER.validate_python(
+            {
+                "uuid": "h1",
+                "account": "a",
+                "inventories": {
+                    "VCPU": {"total": 10},
+                    "MEMORY_MB": {"total": 1000, "reserved": 200},
+                },
+                "usages": {"VCPU": 10, "MEMORY_MB": 200},
+            }
         ),
-        "h2": Provider(
-            uuid="h2",
-            account="a",
-            inventories={"VCPU": Inventory(total=10, allocation_ratio=2.0)},
-            usages={"VCPU": 5},
+        "h2": PROVIDER.validate_python(
+            {
+                "uuid": "h2",
+                "account": "a",
+                "inventories": {"VCPU": {"total": 10, "allocation_ratio": 2.0}},
+                "usages": {"VCPU": 5},
+            }
         ),
-        "s": Provider(uuid="s", account="b", inventories={"DISK_GB": Inventory(total=100)}),
+        "s": PROVIDER.validate_python(
+            {"uuid": "s", "account": "b", "inventories": {"DISK_GB": {"total": 100}}}
+        ),
     }
     shares = free_shares(providers, ["a", "b"], ["VCPU", "MEMORY_MB"])
     # VCPU: capacity 10 + 20, free 0 + 15 → 0.5; MEMORY_MB: capacity 800, free 600 → 0.75.

@@ -1,0 +1,203 @@
+"""Which pools the rules are given, and what each offers of what the consumer needs.
+
+Every pool of a job passes here once, before any is read in full, so this reads the
+few fields it needs straight from the pool (the same readings as
+:class:`~apportion.attach.pools.PoolView`: stacked iff the product has a
+``stacking_id``, syspurpose values product attribute first, "0" meaning unset).
+
+* candlepin-* profiles reproduce the server (``CandlepinPoolManager.getBestPools``): it
+  gives the rules only the pools that provide a product to cover, whose product's
+  roles contain the consumer's role or whose product's addons one of the consumer's
+  addons, and every pool of a partial stack. A pool that matches none of these is left
+  out even when the rest of its stack is given (it never reaches the stack's validation,
+  extra-attribute removal or pruning).
+* ``seed``: a group is given whole when one of its pools offers something still needed
+  (or it is a partial stack).
+
+A group that offers nothing still needed is not considered at all (validation only
+removes pools, so it never could), unless it is a partial stack, which the rules
+complete whatever it provides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from apportion.attach.needs import Needs, Offer
+from apportion.attach.pools import PoolView, split_values_cached
+from apportion.contracts.attach import Pool
+
+GroupKey = tuple[str, str]  # ("stack", stacking_id) or ("pool", pool id)
+_NOTHING: frozenset[str] = frozenset()
+_NO_OFFERS: frozenset[Offer] = frozenset()
+
+
+@dataclass(slots=True)
+class PoolOffers:
+    """Per pool (by position): its group, what it offers of what is still needed, what
+    pruning must keep, and whether the rules are given it; and which groups count."""
+
+    keys: list[GroupKey] = field(default_factory=list)
+    offers: list[frozenset[Offer]] = field(default_factory=list)
+    protects: list[frozenset[Offer]] = field(default_factory=list)
+    given: list[bool] = field(default_factory=list)
+    considered: set[GroupKey] = field(default_factory=set)
+    # Pools of considered stacks that the server does not give the rules.
+    left_out: dict[GroupKey, list[str]] = field(default_factory=dict)
+    not_needed: list[GroupKey] = field(default_factory=list)
+
+
+class _Reader:
+    """Each pool's offers. A job's pools share a few syspurpose strings and a few offer
+    sets: the answers for those are remembered, so most pools cost a few lookups."""
+
+    def __init__(self, needs: Needs, consider_derived: bool, server: bool) -> None:
+        self.products = needs.products()
+        self.roles = needs.roles
+        self.addons = needs.addons
+        self.needed_roles = needs.still_needed("role")
+        self.needed_addons = needs.still_needed("addon")
+        self.consider_derived = consider_derived
+        self.server = server
+        self.syspurpose = bool(self.roles or self.addons)
+        # (roles, addons as read; the product's roles, addons as the server reads them) →
+        # (consumer roles found, consumer addons found, whether the server matches them).
+        self._purpose: dict[
+            tuple[str | None, ...], tuple[frozenset[str], frozenset[str], bool]
+        ] = {}
+        # (products found, roles found, addons found) → (offers, protects).
+        self._sets: dict[tuple[frozenset[str], ...], tuple[frozenset[Offer], frozenset[Offer]]] = {}
+        # Lookups that skip a method call when the answer is known (every pool asks).
+        self.known_purpose = self._purpose.get
+        self.known_sets = self._sets.get
+
+    def purpose(self, raw: tuple[str | None, ...]) -> tuple[frozenset[str], frozenset[str], bool]:
+        found = self._purpose.get(raw)
+        if found is None:
+            roles = self._found(raw[0], self.roles)
+            addons = self._found(raw[1], self.addons)
+            server = bool(self._found(raw[2], self.roles) or self._found(raw[3], self.addons))
+            found = self._purpose[raw] = (roles, addons, server)
+        return found
+
+    @staticmethod
+    def _found(raw: str | None, wanted: frozenset[str]) -> frozenset[str]:
+        if raw is None or raw == "0" or not wanted:
+            return _NOTHING
+        return wanted.intersection(split_values_cached(raw))
+
+    def view(self, item: PoolView) -> tuple[GroupKey, frozenset[Offer], frozenset[Offer], bool]:
+        """(group key, offers, protects, given for what it offers) of a pool already read."""
+        key = ("stack", item.stack_id or "") if item.stacked else ("pool", item.id)
+        products = self.products.intersection(item.provided(self.consider_derived))
+        if not self.syspurpose:
+            return (key, *self.offer_sets(products, _NOTHING, _NOTHING), bool(products))
+        attrs = item.model.product_attributes
+        raw = (item.purpose[0], item.purpose[1], attrs.get("roles"), attrs.get("addons"))
+        roles, addons, server = self.purpose(raw)
+        return (key, *self.offer_sets(products, roles, addons), bool(products) or server)
+
+    def offer_sets(
+        self, products: frozenset[str], roles: frozenset[str], addons: frozenset[str]
+    ) -> tuple[frozenset[Offer], frozenset[Offer]]:
+        signature = (products, roles, addons)
+        found = self._sets.get(signature)
+        if found is None and not (products or roles or addons):
+            found = self._sets[signature] = (_NO_OFFERS, _NO_OFFERS)
+        elif found is None:
+            common = [("product", p) for p in products]
+            protects = frozenset(
+                common + [("role", r) for r in roles] + [("addon", a) for a in addons]
+            )
+            offers = frozenset(
+                common
+                + [("role", r) for r in roles & self.needed_roles]
+                + [("addon", a) for a in addons & self.needed_addons]
+            )
+            found = self._sets[signature] = (offers, protects if self.server else offers)
+        return found
+
+
+def read_offers(
+    pools: Sequence[Pool | PoolView],
+    needs: Needs,
+    partial_stacks: Sequence[str],
+    consider_derived: bool,
+    server: bool,
+) -> PoolOffers:
+    """Read every pool's offers and decide which pools and groups the rules see."""
+    reader = _Reader(needs, consider_derived, server)
+    out = PoolOffers()
+    keys, offers_of, protects_of, given_of = out.keys, out.offers, out.protects, out.given
+    partial = {("stack", sid) for sid in partial_stacks}
+    needing: set[GroupKey] = set()
+    wanted, syspurpose = reader.products, reader.syspurpose
+    offer_sets, purpose = reader.offer_sets, reader.purpose
+    known_sets, known_purpose = reader.known_sets, reader.known_purpose
+    single = {p: frozenset((p,)) for p in wanted}
+    # The loop below is _Reader.view() for pools not yet read, inlined: every pool of
+    # the job passes here.
+    for item in pools:
+        if isinstance(item, PoolView):
+            key, offers, protects, given = reader.view(item)
+        else:
+            attrs = item.product_attributes
+            stacking = attrs.get("stacking_id")
+            key = ("stack", stacking) if stacking is not None else ("pool", item.id)
+            if consider_derived and item.derived_product_id is not None:
+                products = wanted.intersection(
+                    (item.derived_product_id, *item.derived_provided_products)
+                )
+            elif wanted.isdisjoint(item.provided_products):
+                products = single.get(item.product_id, _NOTHING)
+            else:
+                products = wanted.intersection(item.provided_products)
+                if item.product_id in wanted:
+                    products = products.union((item.product_id,))
+            if syspurpose:
+                roles, addons = attrs.get("roles"), attrs.get("addons")
+                own = item.attributes
+                raw = (
+                    roles if roles is not None and roles != "0" else own.get("roles"),
+                    addons if addons is not None and addons != "0" else own.get("addons"),
+                    roles,
+                    addons,
+                )
+                found_roles, found_addons, matched = known_purpose(raw) or purpose(raw)
+                signature = (products, found_roles, found_addons)
+                offers, protects = known_sets(signature) or offer_sets(*signature)
+                given = bool(products) or matched
+            elif products:
+                signature = (products, _NOTHING, _NOTHING)
+                offers, protects = known_sets(signature) or offer_sets(*signature)
+                given = True
+            else:
+                offers = protects = _NO_OFFERS
+                given = False
+        keys.append(key)
+        offers_of.append(offers)
+        protects_of.append(protects)
+        given_of.append(given or key in partial)
+        if offers and (given or not server):
+            needing.add(key)
+    return _decide(out, pools, needing, partial, server)
+
+
+def _decide(
+    out: PoolOffers,
+    pools: Sequence[Pool | PoolView],
+    needing: set[GroupKey],
+    partial: set[GroupKey],
+    server: bool,
+) -> PoolOffers:
+    seen = dict.fromkeys(out.keys)
+    out.considered = needing | (partial & seen.keys())
+    out.not_needed = [key for key in seen if key not in out.considered]
+    if not server:
+        out.given = [key in out.considered for key in out.keys]
+        return out
+    for position, key in enumerate(out.keys):
+        if key in out.considered and not out.given[position] and key[0] == "stack":
+            out.left_out.setdefault(key, []).append(pools[position].id)
+    return out
