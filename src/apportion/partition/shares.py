@@ -5,8 +5,9 @@ group (``Σ_d x[d,s] = W_s·t_g`` for every member ``s``; the same points as the
 pairwise rows). Only the ``t_g`` must be whole: once they are fixed, what is left is
 a bipartite transportation problem, totally unimodular, so HiGHS's vertex is whole
 MiB. A handful of integer multipliers whatever the number of disks keeps the search
-small; each node only changes the bounds of one ``t_g``, so HiGHS starts from the
-basis it already has (a few simplex iterations instead of a solve from scratch).
+small. The search starts from the relaxed LP's optimal basis, and each node only
+changes the bounds of one ``t_g`` and restarts from its parent's optimal basis: a few
+simplex iterations instead of a solve from scratch.
 
 Nodes whose LP bound does not beat the best whole answer by more than
 :data:`IMPROVEMENT` are cut: an answer better by less than that is not told apart
@@ -31,6 +32,10 @@ from apportion.partition.model import FloatArray, Problem
 INTEGRAL = 1e-6
 # The smallest gain in the objective that makes one whole answer better than another.
 IMPROVEMENT = 1e-6
+# The search's LPs only bound and rank candidates (the answer is re-solved and verified
+# in exact integers), and with sizes of 10⁷ MiB the engine's 1e-9 is below float
+# resolution: a warm start could then end on residues it cannot clean up ("unknown").
+_SEARCH_PRIMAL_TOLERANCE = 1e-7
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +123,7 @@ def exact(problem: Problem, relaxed: LpSolution, *, time_limit: float) -> FloatA
     if root is None:  # whole multipliers already: only the layout is fractional
         best: _Best | None = _Best(np.rint(relaxed.multipliers), relaxed.objective, relaxed.basis)
     else:
-        solver.setOptionValue("primal_feasibility_tolerance", 1e-7)
+        solver.setOptionValue("primal_feasibility_tolerance", _SEARCH_PRIMAL_TOLERANCE)
         try:
             best = _search(solver, problem, root, deadline)
         except TimeoutError:
