@@ -41,6 +41,26 @@ def broker_transport(url: str) -> str | None:
     return FIXED_REDIS_TRANSPORT if url.startswith(("redis://", "rediss://")) else None
 
 
+def gate_options(settings: Settings) -> dict[str, Any]:
+    """The transport's own options (workers/broker/transport.py, GateOptions): the gate
+    in front of the pool, quarantine and the dead-letter stream. ``tasks`` is filled in
+    when a worker starts, with the tasks its app has (workers/app.py)."""
+    return {
+        "prefix": settings.stream_prefix,
+        "limits": settings.limits.model_dump(),
+        "max_message_bytes": settings.message_limit,
+        "max_eta_seconds": settings.eta_limit,
+        "tasks": None,
+        "quarantine_after": settings.quarantine_after,
+        # A delivery count must outlive the longest redelivery delay (a visibility
+        # timeout), like the idempotency markers (checked in Settings).
+        "count_ttl": settings.dedup_ttl,
+        "dead_letter_maxlen": settings.dead_letter_maxlen,
+        "dead_letter_max_age": settings.dead_letter_max_age,
+        "dead_letter_copy_bytes": settings.dead_letter_copy_bytes,
+    }
+
+
 def celery_config(settings: Settings) -> dict[str, Any]:
     vt = settings.visibility_timeout
     transport_options = {
@@ -62,6 +82,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "socket_connect_timeout": 5,
         "socket_keepalive": True,
         "health_check_interval": 10,
+        # Every message passes apportion's gate before kombu or Celery decode it.
+        "apportion_gate": gate_options(settings),
     }
     exchange = Exchange("apportion", type="direct")
     return {
@@ -119,8 +141,12 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_send_sent_event": True,
         "task_track_started": True,
         "result_expires": settings.result_expires,
-        # Store task name/args with the result so Flower and operators can see them.
-        "result_extended": True,
+        # No job arguments in the result backend: with result_extended every result
+        # kept its job (a 50 MB job stayed a day in Redis next to its answer). The
+        # backend stores the state and the envelope; Flower still shows each task's
+        # name, state, worker, runtime and arguments, from the task events (the
+        # producer's argsrepr, at most 1,024 characters), not from the backend.
+        "result_extended": False,
         "worker_hijack_root_logger": False,
         "enable_utc": True,
         "timezone": "UTC",

@@ -70,6 +70,10 @@ class Settings(EngineSettings):
 
     stream_prefix: str = Field("apportion", min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
     stream_maxlen: int = Field(100_000, gt=0, description="approximate MAXLEN of each stream")
+    # Streams are trimmed by age too (MINID): an entry older than this is dropped even
+    # when the stream holds fewer than stream_maxlen (the result backend keeps results
+    # for result_expires; a day by default for both).
+    stream_max_age: int = Field(86_400, gt=0, description="seconds a stream entry is kept")
     # How long "this job's result was already published" is remembered (idempotency window).
     # Must cover the longest possible redelivery delay; a day is far beyond it.
     dedup_ttl: int = Field(86_400, gt=0)
@@ -80,12 +84,33 @@ class Settings(EngineSettings):
     # Failure history: how long launch failures are kept (must cover every
     # failure_penalty window_hours; a longer window is clamped to this).
     failure_retention_hours: float = Field(24.0, gt=0, le=24 * 365)
+    # The newest failures kept per account (older ones are dropped first): an account
+    # failing without end cannot grow its set without bound. failure_penalty saturates
+    # long before (it counts failures in a window).
+    failure_history_max_per_account: int = Field(10_000, gt=0)
     # Launcher hook for launch_select, a name from workers/launch/launcher.py LAUNCHERS:
     # "none" (selection only) or "simulated" (demo and benchmarks: each account fails
     # with its rate from simulated_failure_rates). Checked when the worker boots.
     launcher: str = "none"
     simulated_failure_rates: dict[str, float] = Field(default_factory=dict)
     launch_attempts: int = Field(3, ge=1, le=20)
+
+    # The gate in front of the pool (workers/broker/gate.py) and the dead letters.
+    # A queue item as queued (base64 body and headers). Larger items are dead-lettered
+    # without being decoded. Default: a job of limits.max_payload_bytes, in base64,
+    # plus 1 MiB of headers.
+    max_message_bytes: int | None = Field(None, gt=0)
+    # Deliveries of one message that ended without an answer (its worker died) before
+    # the next delivery is quarantined to the dead-letter stream instead of being run.
+    quarantine_after: int = Field(2, ge=1, le=100)
+    # The furthest ETA (countdown) a message may ask for: a worker holds ETA messages in
+    # memory until they are due. Must be below the visibility timeout; by default 600 s
+    # or half the visibility timeout, whichever is shorter.
+    max_eta_seconds: int | None = Field(None, gt=0)
+    dead_letter_maxlen: int = Field(10_000, gt=0)
+    dead_letter_max_age: int = Field(7 * 86_400, gt=0)
+    # The copy of a dead-lettered message kept for inspection and requeueing.
+    dead_letter_copy_bytes: int = Field(1024 * 1024, ge=1024)
 
     @property
     def broker(self) -> str:
@@ -121,6 +146,31 @@ class Settings(EngineSettings):
             )
         for queue in self.time_limits:
             self.time_limit(queue)  # soft below hard, after the override
+        return self
+
+    @property
+    def message_limit(self) -> int:
+        """The largest queue item the gate decodes (see max_message_bytes)."""
+        if self.max_message_bytes is not None:
+            return self.max_message_bytes
+        return -(-self.limits.max_payload_bytes * 4 // 3) + 1024 * 1024
+
+    @property
+    def eta_limit(self) -> int:
+        """The furthest ETA the gate lets a message keep (see max_eta_seconds)."""
+        if self.max_eta_seconds is not None:
+            return self.max_eta_seconds
+        return max(1, min(600, self.visibility_timeout // 2))
+
+    @model_validator(mode="after")
+    def _eta_within_visibility(self) -> Settings:
+        # A message held for its ETA is unacknowledged in Redis the whole time: past the
+        # visibility timeout another worker would take it too.
+        if self.max_eta_seconds is not None and self.max_eta_seconds >= self.visibility_timeout:
+            raise ValueError(
+                f"APPORTION_MAX_ETA_SECONDS={self.max_eta_seconds} must be below "
+                f"APPORTION_VISIBILITY_TIMEOUT={self.visibility_timeout}"
+            )
         return self
 
     @model_validator(mode="after")

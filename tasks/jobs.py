@@ -1,4 +1,9 @@
-"""The job tasks (``apportion.partition`` and friends)."""
+"""The job tasks (``apportion.partition`` and friends).
+
+Thin: solve (apportion.engine), then answer once (workers/results/answers.py: the same
+envelope on the result stream and in the result backend). A message the gate rejected
+(workers/broker/gate.py) carries the verdict in a header and is answered from it.
+"""
 
 from __future__ import annotations
 
@@ -8,53 +13,71 @@ from typing import Any
 
 from celery import Celery, Task
 from celery.exceptions import Reject, SoftTimeLimitExceeded
+from celery.signals import task_postrun
 
 from apportion import ENGINE_VERSION, kinds
 from apportion.config.settings import Settings
 from apportion.contracts import Envelope, ErrorDetail, ErrorInfo
+from apportion.contracts.base import valid_job_id
 from apportion.engine import run
 from apportion.errors import InfrastructureError
 from apportion.kinds import JobKind
 from apportion.tasks.hooks import hooks_for
+from apportion.workers.broker.gate import VERDICT_HEADER
+from apportion.workers.results.answers import (
+    bounded,
+    fingerprint,
+    hold_soft_limit,
+    release_soft_limit,
+    settle,
+)
 from apportion.workers.runtime import Runtime, get_runtime
 
 log = logging.getLogger("apportion.tasks")
 
 
-def _time_limit_envelope(kind: JobKind, job: Any, task: Task, rt: Runtime) -> Envelope:
-    job_id = job.get(kind.id_field) if isinstance(job, dict) else None
+def _time_limit_envelope(
+    kind: JobKind, job: Any, job_id: str, rt: Runtime, *, hard: bool = False
+) -> Envelope:
+    own = job.get(kind.id_field) if isinstance(job, dict) else None
     queue = kind.queue
-    soft = rt.settings.time_limit(queue).soft
+    limits = rt.settings.time_limit(queue)
+    seconds, which = (limits.hard, "HARD") if hard else (limits.soft, "SOFT")
     # A job that outgrows the time limit will do so again: it is the job's size, not a
     # passing fault, so it is answered (and never retried).
     return Envelope(
-        job_id=job_id if isinstance(job_id, str) else task.request.id,
+        job_id=own if valid_job_id(own) else job_id,
         kind=kind.name,
         status="rejected",
         error=ErrorInfo(
             code="time_limit",
-            message=f"the job ran longer than the {queue} queue's soft time limit of {soft:g} s; "
-            "make it smaller or raise APPORTION_TIME_LIMITS__"
-            f"{queue.upper()}__SOFT",
+            message=f"the job ran longer than the {queue} queue's {which.lower()} time limit "
+            f"of {seconds:g} s; make it smaller or raise APPORTION_TIME_LIMITS__"
+            f"{queue.upper()}__{which}",
         ),
         engine_version=ENGINE_VERSION,
-        elapsed_ms=soft * 1000.0,
+        elapsed_ms=seconds * 1000.0,
     )
 
 
-def publish_or_retry(task: Task, rt: Runtime, envelope: Envelope) -> None:
-    """Publish the result event; on a Redis outage retry the task with backoff.
+def publish_or_retry(task: Task, rt: Runtime, envelope: Envelope, digest: str) -> dict[str, Any]:
+    """Answer once (see workers/results/answers.py); on a Redis outage retry with backoff.
 
-    The retry re-runs the job (engines are deterministic and cheap next to an outage);
+    Returns the envelope for the result backend: the one on the stream. The retry
+    re-runs the job (engines are deterministic and cheap next to an outage);
     publishing is idempotent by job_id, so a retry after a publish that did land
     produces no second event. A soft time limit that fires while publishing means
     Redis is slow, not that the job is too big (the job is already solved): it is
     retried like an outage rather than failing the task, which would lose the job.
+    Once published, a soft time limit no longer raises (the answer is out).
     """
+    envelope, text = bounded(envelope, rt.settings.limits)
     try:
-        rt.publisher.publish(envelope)
+        answer = settle(rt.publisher, envelope, digest, text, dedup_ttl=rt.settings.dedup_ttl)
     except (InfrastructureError, SoftTimeLimitExceeded) as exc:
         raise _retry(task, rt, exc, f"publishing {envelope.job_id}") from exc
+    hold_soft_limit()
+    return answer.as_dict()
 
 
 def _retry(task: Task, rt: Runtime, exc: BaseException, doing: str) -> Exception:
@@ -122,7 +145,7 @@ def execute(task: Task, kind: JobKind, job: Any) -> dict[str, Any]:
     try:
         envelope = _solve(task, kind, job, rt)
     except SoftTimeLimitExceeded:
-        envelope = _time_limit_envelope(kind, job, task, rt)
+        envelope = _time_limit_envelope(kind, job, task.request.id, rt)
     except InfrastructureError as exc:  # the failure-history store was unreachable
         raise _retry(task, rt, exc, "solving") from exc
     if envelope.status != "ok":
@@ -133,8 +156,52 @@ def execute(task: Task, kind: JobKind, job: Any) -> dict[str, Any]:
             envelope.status,
             envelope.error.message if envelope.error else "",
         )
-    publish_or_retry(task, rt, envelope)
-    return envelope.as_dict()
+    return publish_or_retry(task, rt, envelope, fingerprint(job))
+
+
+def answer_hard_time_limit(name: str, task_id: str, args: Any, kwargs: Any) -> dict[str, Any]:
+    """The answer to a job whose pool child the hard time limit killed (called in the
+    worker's main process by workers/broker/requests.py): the published one if the job
+    got that far, else a ``time_limit`` rejection, published once."""
+    kind = kinds.get(name.removeprefix("apportion."))
+    rt = get_runtime()
+    job = _the_job(args, kwargs)
+    envelope = _time_limit_envelope(kind, job, task_id, rt, hard=True)
+    envelope, text = bounded(envelope, rt.settings.limits)
+    answer = settle(rt.publisher, envelope, fingerprint(job), text, dedup_ttl=rt.settings.dedup_ttl)
+    return answer.as_dict()
+
+
+def _the_job(args: Any, kwargs: Any) -> Any:
+    if isinstance(args, list | tuple) and len(args) == 1 and not kwargs:
+        return args[0]
+    if not args and isinstance(kwargs, dict) and set(kwargs) == {"job"}:
+        return kwargs["job"]
+    return None
+
+
+def _gate_rejection(kind: JobKind, task: Task, verdict: Any) -> Envelope:
+    """The envelope for a message the gate turned away (workers/broker/gate.py)."""
+    job_id = verdict.get("job_id") if isinstance(verdict, dict) else None
+    try:
+        error = ErrorInfo(
+            code=str(verdict["code"]),
+            message=str(verdict["message"]),
+            details=tuple(
+                ErrorDetail(path=str(d["path"]), message=str(d["message"]))
+                for d in verdict["details"]
+            ),
+        )
+    except (TypeError, KeyError):
+        error = ErrorInfo(code="invalid_message", message="the message was refused at the gate")
+    return Envelope(
+        job_id=job_id if valid_job_id(job_id) else task.request.id,
+        kind=kind.name,
+        status="rejected",
+        error=error,
+        engine_version=ENGINE_VERSION,
+        elapsed_ms=0.0,
+    )
 
 
 def _bad_arguments(
@@ -158,6 +225,13 @@ def _bad_arguments(
 
 def _make(kind: JobKind) -> Any:
     def job_task(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        verdict = getattr(self.request, VERDICT_HEADER, None)
+        if verdict is not None:
+            envelope = _gate_rejection(kind, self, verdict)
+            log.info(
+                "job %s (%s) rejected at the gate: %s", envelope.job_id, kind.name, envelope.error
+            )
+            return publish_or_retry(self, get_runtime(), envelope, fingerprint(["gate", verdict]))
         # Any arity is accepted so that a producer's mistake (two jobs in args, the
         # job as a keyword) is answered with a rejected result like any bad job,
         # instead of a TypeError that leaves no result event at all.
@@ -167,13 +241,20 @@ def _make(kind: JobKind) -> Any:
             return execute(self, kind, kwargs["job"])
         envelope = _bad_arguments(kind, self, args, kwargs)
         log.info("job %s (%s) rejected: %s", envelope.job_id, kind.name, envelope.error)
-        publish_or_retry(self, get_runtime(), envelope)
-        return envelope.as_dict()
+        return publish_or_retry(self, get_runtime(), envelope, fingerprint([args, kwargs]))
 
     job_task.__name__ = kind.name
     job_task.__qualname__ = kind.name
     job_task.__doc__ = f"Run one {kind.name} job ({kind.summary}) and publish its result event."
     return job_task
+
+
+# A soft time limit held after publishing (answers.hold_soft_limit) ends with the task.
+task_postrun.connect(release_soft_limit, weak=False)
+
+# Celery's request, telling the transport when a job reached a pool child and when that
+# child died (quarantine counting), and answering a hard time limit.
+GATED_REQUEST = "apportion.workers.broker.requests:GatedRequest"
 
 
 def register(app: Celery, settings: Settings) -> None:
@@ -193,4 +274,5 @@ def register(app: Celery, settings: Settings) -> None:
             resultrepr_maxsize=100,
             soft_time_limit=limit.soft,
             time_limit=limit.hard,
+            Request=GATED_REQUEST,
         )(_make(kind))

@@ -8,7 +8,7 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_init
 
-from apportion.config.celeryconfig import celery_config
+from apportion.config.celeryconfig import broker_transport, celery_config
 from apportion.config.settings import Settings, get_settings
 
 
@@ -28,6 +28,9 @@ def create_app(
     conf = celery_config(settings)
     if broker:
         conf["broker_url"] = broker
+        # The transport follows the URL: left at the Redis transport, a memory:// app
+        # (the embedded demo) would quietly use the Redis on localhost:6379.
+        conf["broker_transport"] = broker_transport(broker)
     if backend:
         conf["result_backend"] = backend
     celery.config_from_object(conf)
@@ -57,8 +60,24 @@ def warm_up(settings: Settings) -> None:
     load_default_policy(settings.default_policy_file)
 
 
+def allow_tasks(celery: Celery) -> None:
+    """Tell the transport's gate which task names this worker runs (the others are
+    dead-lettered, never handed to Celery; Celery's own built-in tasks are not for
+    producers to send)."""
+    options = celery.conf.broker_transport_options.get("apportion_gate")
+    if options is not None:
+        options["tasks"] = {
+            name: [task.time_limit, task.soft_time_limit]
+            for name, task in sorted(celery.tasks.items())
+            if not name.startswith("celery.")
+        }
+
+
 def _warm_up_before_the_pool_forks(sender: Any = None, **_: Any) -> None:
-    # worker_init fires in the main process before the pool starts (celery.worker.worker).
+    # worker_init fires in the main process before the pool starts (celery.worker.worker)
+    # and before the consumer opens its broker connection.
+    if sender is not None and getattr(sender, "app", None) is not None:
+        allow_tasks(sender.app)
     warm_up(get_settings())
     # Everything loaded so far lives as long as the process. Frozen, the pool children
     # skip it in every full garbage collection (scipy, pydantic's schemas and yaql's

@@ -18,7 +18,11 @@ from apportion.config.settings import Settings, get_settings
 from apportion.contracts.events import LaunchOutcomeJob
 from apportion.engine import Context
 from apportion.engine_settings import engine_context
-from apportion.workers.history.failure_store import FailureHistory, FailureStore
+from apportion.workers.history.failure_store import (
+    OUTSIDE_RETENTION,
+    FailureHistory,
+    FailureStore,
+)
 from apportion.workers.launch.launcher import Launcher, make_launcher
 from apportion.workers.redis.client import get_redis
 from apportion.workers.redis.keys import Keys
@@ -45,9 +49,10 @@ class Runtime:
         def failure_counts(accounts: Sequence[str], window_hours: float) -> Mapping[str, int]:
             return history.counts(accounts, window_hours, now)
 
-        def record_outcome(event: Any) -> bool:
+        def record_outcome(event: Any) -> bool | str:
             assert isinstance(event, LaunchOutcomeJob)
-            return history.record(event, now).recorded
+            done = history.record(event, now)
+            return OUTSIDE_RETENTION if done.outside_retention else done.recorded
 
         base = engine_context(self.settings, now)
         return Context(
@@ -63,13 +68,19 @@ def build_runtime(settings: Settings) -> Runtime:
     keys = Keys(settings.stream_prefix)
     client = get_redis(settings)
     publisher = StreamPublisher(
-        client, keys, maxlen=settings.stream_maxlen, dedup_ttl=settings.dedup_ttl
+        client,
+        keys,
+        maxlen=settings.stream_maxlen,
+        dedup_ttl=settings.dedup_ttl,
+        max_age_seconds=settings.stream_max_age,
     )
     failures = FailureStore(
         client,
         keys,
         retention_seconds=int(settings.failure_retention_hours * 3600),
         stream_maxlen=settings.stream_maxlen,
+        stream_max_age=settings.stream_max_age,
+        max_per_account=settings.failure_history_max_per_account,
     )
     return Runtime(
         settings=settings,

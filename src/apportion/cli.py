@@ -1,7 +1,7 @@
 """The ``apportion`` command.
 
-``solve`` runs the engine in-process; ``submit``, ``worker``, ``events`` and ``demo``
-reach the broker, importing Celery/Redis lazily inside their functions so the
+``solve`` runs the engine in-process; ``submit``, ``worker``, ``events``, ``dead-letters``
+and ``demo`` reach the broker, importing Celery/Redis lazily inside their functions so the
 engine-only commands start fast and the engine package stays free of I/O imports
 at module level (this is the one module allowed to reach the broker).
 
@@ -200,6 +200,18 @@ def cmd_events(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_dead_letters(args: argparse.Namespace) -> int:
+    from apportion.workers.broker.dead_letters_cli import run
+
+    return run(
+        count=args.count,
+        reason=args.reason,
+        as_json=args.json,
+        show=args.show,
+        requeue=args.requeue,
+    )
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from apportion.workers.demo.runner import run_demo
 
@@ -295,6 +307,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="take over other consumers' entries left unacknowledged this long (default 60000)",
     )
     p.set_defaults(func=cmd_events)
+
+    p = sub.add_parser(
+        "dead-letters", help="messages the workers would not run: list, show or requeue one"
+    )
+    p.add_argument("--count", type=int, default=50, help="how many, newest first (default 50)")
+    p.add_argument("--reason", help="only this reason (e.g. quarantined, not_json)")
+    p.add_argument("--json", action="store_true", help="a JSON array, messages included")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--show", metavar="ID", help="print one entry with its message")
+    group.add_argument(
+        "--requeue", metavar="ID", help="push the entry's message back onto its queue"
+    )
+    p.set_defaults(func=cmd_dead_letters)
 
     p = sub.add_parser("demo", help="run the embedded demo (no Redis needed)")
     p.add_argument("--json", action="store_true", help="print envelopes and events as JSON")

@@ -15,7 +15,6 @@ decided in one place:
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -25,8 +24,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from apportion import ENGINE_VERSION, kinds
+from apportion import ENGINE_VERSION, edge, kinds
 from apportion.contracts import Envelope, ErrorDetail, ErrorInfo
+from apportion.contracts.base import valid_job_id
 from apportion.contracts.policy import user_loc
 from apportion.errors import (
     DomainError,
@@ -43,8 +43,9 @@ log = logging.getLogger("apportion.engine")
 
 # (accounts, window_hours) -> {account: failures in the window}
 FailureCounts = Callable[[Sequence[str], float], Mapping[str, int]]
-# (event) -> True when the event was recorded now, False when its event_id was known
-RecordOutcome = Callable[[Any], bool]
+# (event) -> True when the event was recorded now, False when its event_id was known, or
+# a string naming why it was not recorded (e.g. "outside_retention")
+RecordOutcome = Callable[[Any], bool | str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,24 +75,8 @@ Solver = Callable[[Any, Context], BaseModel | dict[str, Any]]
 
 
 def parse_json_text(text: str | bytes, limits: Limits = DEFAULT_LIMITS) -> Any:
-    """Decode a job from JSON text, enforcing the payload limit and refusing NaN/Infinity."""
-    size = len(text)
-    if size > limits.max_payload_bytes:
-        raise Rejected.at(
-            "$",
-            f"payload of {size} bytes exceeds the limit of {limits.max_payload_bytes} bytes",
-            code="too_large",
-        )
-
-    def no_constants(name: str) -> Any:
-        raise ValueError(f"{name} is not valid JSON")
-
-    try:
-        return json.loads(text, parse_constant=no_constants)
-    except RecursionError:
-        raise Rejected.at("$", "JSON nested too deeply", code="malformed_json") from None
-    except ValueError as exc:
-        raise Rejected.at("$", f"not valid JSON: {exc}", code="malformed_json") from None
+    """Decode a job from JSON text: size limit, no NaN/Infinity, no duplicate keys."""
+    return edge.loads(text, limits)
 
 
 def _problems(exc: ValidationError) -> list[Problem]:
@@ -104,81 +89,10 @@ def _problems(exc: ValidationError) -> list[Problem]:
     return out
 
 
-def _longest_key(value: dict[Any, Any]) -> int:
-    try:
-        return max(map(len, value))  # JSON keys are strings: one C-level pass
-    except TypeError:  # a Python caller's non-string key
-        return max(len(k) if isinstance(k, str) else 0 for k in value)
-
-
-def _shape_ok(payload: Any, max_depth: int, max_string: int) -> bool:
-    """The cheap pass: no paths built, only "is anything too deep or too long?".
-
-    Decoded JSON holds exact dicts, lists and strs, so ``type(x) is`` checks suffice and
-    keep this at a fraction of pydantic's own cost on a large job.
-    """
-    if type(payload) is not dict and type(payload) is not list:
-        return not (type(payload) is str and len(payload) > max_string)
-    stack: list[tuple[Any, int]] = [(payload, 0)]
-    pop, push = stack.pop, stack.append
-    while stack:
-        value, depth = pop()
-        if depth >= max_depth:
-            return False
-        if type(value) is dict:
-            if value and _longest_key(value) > max_string:
-                return False
-            children: Any = value.values()
-        else:
-            children = value
-        for child in children:
-            kind = type(child)
-            if kind is str:
-                if len(child) > max_string:
-                    return False
-            elif kind is dict or kind is list:
-                push((child, depth + 1))
-    return True
-
-
 def shape_problem(payload: Any, limits: Limits) -> Problem | None:
-    """The first value nested deeper than allowed or string longer than allowed.
-
-    Iterative walks (no recursion, so no RecursionError on hostile nesting) before
-    pydantic sees the job: limits that hold for every kind, whatever its model. The
-    paths are only built, in a second walk, when the cheap first walk found a problem.
-    """
-    if _shape_ok(payload, limits.max_json_depth, limits.max_string_length):
-        return None
-    stack: list[tuple[Any, str, int]] = [(payload, "$", 0)]
-    while stack:
-        value, path, depth = stack.pop()
-        if isinstance(value, str):
-            if len(value) > limits.max_string_length:
-                return Problem(
-                    path,
-                    f"a string of {len(value)} characters exceeds the limit "
-                    f"of {limits.max_string_length}",
-                )
-            continue
-        if isinstance(value, dict):
-            items: Any = value.items()
-        elif isinstance(value, list):
-            items = enumerate(value)
-        else:
-            continue
-        if depth >= limits.max_json_depth:
-            return Problem(path, f"nested deeper than {limits.max_json_depth} levels")
-        for key, child in items:
-            if isinstance(key, str) and len(key) > limits.max_string_length:
-                return Problem(
-                    path,
-                    f"a key of {len(key)} characters exceeds the limit "
-                    f"of {limits.max_string_length}",
-                )
-            child_path = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}"
-            stack.append((child, child_path.removeprefix("$."), depth + 1))
-    return None
+    """The first value nested too deeply, too long, or outside JSON's numbers and text."""
+    found = edge.shape_problem(payload, limits)
+    return found.problem if found is not None else None
 
 
 def validate(kind: str, payload: Any, limits: Limits = DEFAULT_LIMITS) -> BaseModel:
@@ -186,9 +100,9 @@ def validate(kind: str, payload: Any, limits: Limits = DEFAULT_LIMITS) -> BaseMo
     model = kinds.get(kind).job
     if not isinstance(payload, dict):
         raise Rejected.at("$", f"a {kind} job must be a JSON object, got {type(payload).__name__}")
-    problem = shape_problem(payload, limits)
-    if problem is not None:
-        raise Rejected(f"{problem.path}: {problem.message}", [problem], code="too_large")
+    found = edge.shape_problem(payload, limits)
+    if found is not None:
+        raise found.rejected()
     try:
         job: BaseModel = model.model_validate(payload)
         return job
@@ -211,7 +125,7 @@ def _payload_job_id(spec: kinds.JobKind, payload: Any) -> str | None:
     """The idempotency key a payload carries: its job_id (an event's event_id)."""
     if isinstance(payload, dict):
         value = payload.get(spec.id_field)
-        if isinstance(value, str) and 0 < len(value) <= 256:
+        if valid_job_id(value):
             return value
     return None
 

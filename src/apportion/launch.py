@@ -30,7 +30,8 @@ from apportion.contracts.launch import (
 )
 from apportion.contracts.policy import PolicyModule
 from apportion.engine import Context
-from apportion.placement import CandidateSet, check_found, find_candidates, result_of
+from apportion.placement import CandidateSet, check_found, find_candidates
+from apportion.placement.bounded import fit, rechosen
 from apportion.selection import Pool, choose, failure_window_hours, parse_policy
 
 
@@ -71,10 +72,14 @@ def pool_of(
 
 def solve(job: LaunchSelectJob, ctx: Context) -> LaunchSelectResult:
     policy = chosen_policy(job, ctx)
+    limit = ctx.limits.max_envelope_bytes
     candidates = find_candidates(job, ctx)
+    check_found(candidates)  # raises Infeasible when there is no candidate
     if policy is None:
-        return result_of(candidates)  # raises Infeasible when there is no candidate
-    check_found(candidates)
+        fitted = fit(candidates, limit)
+        return launch_result(
+            fitted.requests, fitted.provider_summaries, None, {**candidates.extra(), **fitted.note}
+        )
     accounts = candidates.accounts
     failures, failure_info = _failures(job, policy, accounts, ctx)
     choice = choose(
@@ -87,11 +92,21 @@ def solve(job: LaunchSelectJob, ctx: Context) -> LaunchSelectResult:
         now=ctx.now,
         limits=ctx.limits,
     )
+    # The answer stays under the envelope limit (placement/bounded.py): candidates past
+    # it are not built; the policy and the dice saw them all.
+    fitted = fit(
+        candidates,
+        limit,
+        selection=choice.selection,
+        per_account=choice.per_account,
+        costs=choice.costs,
+        chosen=choice.selection["chosen"],
+    )
     return launch_result(
-        candidates.build(choice.per_account, choice.costs),
-        candidates.provider_summaries,
-        choice.selection,
-        {**candidates.extra(), **failure_info},
+        fitted.requests,
+        fitted.provider_summaries,
+        rechosen(choice.selection, fitted.chosen),
+        {**candidates.extra(), **failure_info, **fitted.note},
     )
 
 

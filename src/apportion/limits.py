@@ -41,6 +41,17 @@ class Limits(BaseModel):
     max_string_length: int = Field(65_536, gt=0)
     # Nesting of objects and arrays anywhere in a job (no real job goes past ~8).
     max_json_depth: int = Field(64, gt=0)
+    # Values (array items and object members, counted over the whole job): bounds what
+    # a worker's main process decodes before a job reaches a pool child. The largest
+    # real jobs (tens of thousands of providers or pools) hold a few million.
+    max_json_items: int = Field(5_000_000, gt=0)
+    # A result envelope as JSON: it is stored twice in Redis (result stream and result
+    # backend) for a day. launch_select stops adding candidates before it is reached
+    # (the result says so); any other kind over it is answered rejected/result_too_large.
+    max_envelope_bytes: int = Field(8 * 1024 * 1024, gt=1024)
+    # launch_outcome: how far ahead of the worker's clock an event's `at` may be (clock
+    # skew between hosts); a later one would count in every failure window until then.
+    max_event_skew_seconds: int = Field(300, ge=0)
     # yaql: address space the evaluating child may add on top of the worker's (MiB).
     yaql_max_memory_mib: int = Field(256, gt=0)
     # partition: largest size (disk, min/max/size) a job may state, in MiB (1 EiB).
@@ -54,6 +65,14 @@ class Limits(BaseModel):
     # yaql_timeout_seconds (yaql spends ~0.1-0.3 ms per attribute access, so a fixed
     # 1 s cannot cover a thousand accounts; a bomb is still stopped in bounded time).
     yaql_seconds_per_account: float = Field(0.002, ge=0)
+    # launch_select: wall time all `expression` modules of one job share, however many
+    # accounts and modules it has (each module also stays within the limit above).
+    yaql_job_seconds: float = Field(5.0, gt=0)
 
 
 DEFAULT_LIMITS = Limits()
+
+
+def env_name(field: str) -> str:
+    """The environment variable an operator sets to change limit ``field``."""
+    return f"APPORTION_LIMITS__{field.upper()}"

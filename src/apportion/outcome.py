@@ -7,12 +7,21 @@ function of its inputs. Without a store (``apportion solve``) ``recorded`` is nu
 
 from __future__ import annotations
 
+from datetime import UTC
+
 from apportion.contracts.events import LaunchOutcomeJob, LaunchOutcomeResult
 from apportion.engine import Context
+from apportion.errors import Rejected
+from apportion.limits import env_name
 
 
 def solve(event: LaunchOutcomeJob, ctx: Context) -> LaunchOutcomeResult:
-    recorded = ctx.record_outcome(event) if ctx.record_outcome is not None else None
+    _not_in_the_future(event, ctx)
+    answer = ctx.record_outcome(event) if ctx.record_outcome is not None else None
+    recorded: bool | None = answer if not isinstance(answer, str) else False
+    skipped: str | None = answer if isinstance(answer, str) else None
+    if answer is False:
+        skipped = "already_recorded"
     return LaunchOutcomeResult(
         event_id=event.event_id,
         account=event.account,
@@ -20,7 +29,23 @@ def solve(event: LaunchOutcomeJob, ctx: Context) -> LaunchOutcomeResult:
         at=event.at,
         job_id=event.job_id,
         recorded=recorded,
+        skipped=skipped,
     )
+
+
+def _not_in_the_future(event: LaunchOutcomeJob, ctx: Context) -> None:
+    """An event dated ahead of the clock (beyond the allowed skew) would count in every
+    failure window until that date: refused."""
+    at = event.at if event.at.tzinfo is not None else event.at.replace(tzinfo=UTC)
+    ahead = (at - ctx.now).total_seconds()
+    limit = ctx.limits.max_event_skew_seconds
+    if ahead > limit:
+        raise Rejected.at(
+            "at",
+            f"{event.at.isoformat()} is {ahead:.0f} s ahead of the worker's clock; at most "
+            f"{limit} s is allowed (raise {env_name('max_event_skew_seconds')})",
+            code="in_the_future",
+        )
 
 
 __all__ = ["solve"]

@@ -71,7 +71,7 @@ from yaql.language import expressions
 from yaql.language import utils as yaql_utils
 
 from apportion.errors import Problem, Rejected
-from apportion.limits import Limits
+from apportion.limits import Limits, env_name
 
 # How failures are classified (also the `code` of each failure).
 SYNTAX = "syntax"
@@ -159,7 +159,7 @@ def _parse_or_fail(name: str, text: str, limits: Limits) -> Any | YaqlFailure:
             name,
             TOO_LONG,
             f"yaql expression of {len(text)} characters exceeds the limit of "
-            f"{limits.yaql_max_expression_length}",
+            f"{limits.yaql_max_expression_length} (raise {env_name('yaql_max_expression_length')})",
         )
     if not text.strip():
         return YaqlFailure(name, SYNTAX, "empty yaql expression")
@@ -204,12 +204,18 @@ def _to_data(value: Any) -> Any:
 
 def _classify(exc: BaseException, limits: Limits) -> tuple[str, str]:
     if isinstance(exc, yaql_exceptions.CollectionTooLargeException):
-        return ITERATIONS, f"yaql iteration limit exceeded: {_short(exc)}"
+        return ITERATIONS, (
+            f"yaql iteration limit exceeded: {_short(exc)} "
+            f"(raise {env_name('yaql_max_iterations')})"
+        )
     if isinstance(exc, yaql_exceptions.MemoryQuotaExceededException):
-        return MEMORY, "yaql expression exceeded yaql's memory quota"
+        return MEMORY, (
+            f"yaql expression exceeded yaql's memory quota (raise {env_name('yaql_memory_quota')})"
+        )
     if isinstance(exc, MemoryError):
         return MEMORY, (
-            f"yaql expression ran out of its memory allowance of {limits.yaql_max_memory_mib} MiB"
+            f"yaql expression ran out of its memory allowance of {limits.yaql_max_memory_mib} MiB "
+            f"(raise {env_name('yaql_max_memory_mib')})"
         )
     if isinstance(exc, RecursionError):
         return ERROR, "yaql expression recursed too deeply"

@@ -186,8 +186,9 @@ def test_a_job_nested_thousands_deep_is_rejected_not_a_recursion_crash() -> None
 
     assert env.status == "rejected"
     assert env.error is not None
-    assert env.error.code == "too_large"
+    assert env.error.code == "too_deep"
     assert env.error.details[0].path.startswith("schema[0].extra")
+    assert "APPORTION_LIMITS__MAX_JSON_DEPTH" in env.error.message
 
 
 def test_a_huge_string_anywhere_is_rejected_with_its_path() -> None:

@@ -153,7 +153,7 @@ def test_a_message_taken_off_its_queue_is_already_unacknowledged_on_the_server(
 
     # Popped and recorded in one step on the server: a worker SIGKILLed right after
     # the pop leaves the message in `unacked`, where the visibility timeout finds it.
-    assert found == ("partition", queued)
+    assert found == ("partition", queued, "")
     assert client.llen("partition") == 0
     assert client.zscore("unacked_index", "tag-atomic-1") is not None
     assert json.loads(client.hget("unacked", "tag-atomic-1")) == [raw, "", "partition"]
@@ -171,8 +171,10 @@ def test_a_message_taken_off_its_queue_is_already_unacknowledged_on_the_server(
 def _queued(tag: str, queue: str) -> str:
     return json.dumps(
         {
-            "body": "e30=",
-            "headers": {"id": tag},
+            "body": "W1tdLCB7fSwge31d",  # [[], {}, {}]
+            "content-encoding": "utf-8",
+            "content-type": "application/json",
+            "headers": {"id": tag, "task": "apportion.partition"},
             "properties": {
                 "delivery_tag": tag,
                 "delivery_info": {"exchange": "", "routing_key": queue},

@@ -1,49 +1,56 @@
-"""Messages that are not our JSON contract are refused with a log line, never executed,
-and never poison the queue: the next job is served normally."""
+"""No queue item can stop a worker (issue 13, item 1), through real workers and Redis.
+
+Each item below used to kill the worker's main process (or, for the item without
+``properties``, stall it for good), and a killed worker's message was restored and
+killed the next one. Now each is dead-lettered with its reason and acknowledged, a
+job nested 600 levels deep is answered ``rejected``/``too_deep``, and a fresh worker
+started on a queue still holding every one of them stays up and answers the next job.
+"""
 
 from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
+import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 from celery import Celery
 
+from apportion.config.settings import Settings
+from apportion.workers.app import create_app
 from apportion.workers.redis.keys import Keys
 from tests.conftest import load_example
-from tests.integration.conftest import stream_job_ids
-from tests.support.processes import Worker, wait_until
+from tests.fuzz.hostile import nested
+from tests.integration.conftest import stream_job_ids, worker_env
+from tests.support.processes import REPO, RedisServer, Worker, wait_until
 
-pytestmark = [pytest.mark.redis, pytest.mark.worker]
+pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow]
+
+KEYS = Keys()
 
 
-def message(task: str, body: bytes, content_type: str = "application/json") -> dict[str, Any]:
+def celery_message(
+    body: Any, *, task: str = "apportion.partition", content_type: str = "application/json"
+) -> dict[str, Any]:
+    """A protocol-2 message as a producer in another language would LPUSH it."""
     task_id = str(uuid.uuid4())
+    if not isinstance(body, str | dict | list):
+        body = base64.b64encode(body).decode()
     return {
-        "body": base64.b64encode(body).decode(),
+        "body": body,
         "content-encoding": "utf-8",
         "content-type": content_type,
-        "headers": {
-            "lang": "py",
-            "task": task,
-            "id": task_id,
-            "root_id": task_id,
-            "parent_id": None,
-            "group": None,
-            "retries": 0,
-            "timelimit": [None, None],
-            "argsrepr": "…",
-            "kwargsrepr": "{}",
-        },
+        "headers": {"lang": "py", "task": task, "id": task_id, "argsrepr": "…"},
         "properties": {
             "correlation_id": task_id,
-            "reply_to": "",
-            "delivery_mode": 2,
-            "delivery_info": {"exchange": "", "routing_key": "partition"},
+            "delivery_info": {"exchange": "apportion", "routing_key": "partition"},
             "priority": 0,
             "body_encoding": "base64",
             "delivery_tag": str(uuid.uuid4()),
@@ -51,55 +58,192 @@ def message(task: str, body: bytes, content_type: str = "application/json") -> d
     }
 
 
-def job_body(job_id: str) -> bytes:
-    job = {**load_example("partition.json"), "job_id": job_id}
-    return json.dumps([[job], {}, {}]).encode()
+def call(*args: Any) -> bytes:
+    return json.dumps([list(args), {}, {}]).encode()
 
 
-def still_serving(producer: Celery) -> None:
-    job = {**load_example("partition.json"), "job_id": f"after-{uuid.uuid4()}"}
-    envelope = producer.send_task("apportion.partition", args=[job]).get(timeout=60)
+def without(message: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in message.items() if k != key}
+
+
+def with_(message: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
+    return {**message, key: value}
+
+
+def job(job_id: str) -> dict[str, Any]:
+    return {**load_example("partition.json"), "job_id": job_id}
+
+
+# name → (the raw queue item, the reason it is dead-lettered for)
+ITEMS: dict[str, tuple[Callable[[], bytes], str]] = {
+    "not JSON": (lambda: b"\x00\xff{not json at all", "not_json"),
+    "a JSON array": (lambda: json.dumps([1, 2, 3]).encode(), "not_a_message"),
+    "properties null": (
+        lambda: json.dumps(with_(celery_message(call(job("x"))), "properties", None)).encode(),
+        "bad_properties",
+    ),
+    "headers a string": (
+        lambda: json.dumps(with_(celery_message(call(job("x"))), "headers", "oops")).encode(),
+        "bad_headers",
+    ),
+    "body a JSON object": (
+        lambda: json.dumps(celery_message({"args": [job("x")]})).encode(),
+        "bad_body",
+    ),
+    "body not base64": (
+        lambda: json.dumps(celery_message("%%% not base64 %%%")).encode(),
+        "bad_body",
+    ),
+    "body not [args, kwargs, embed]": (
+        lambda: json.dumps(celery_message(json.dumps({"job": job("x")}).encode())).encode(),
+        "not_a_task_call",
+    ),
+    "no properties": (
+        lambda: json.dumps(without(celery_message(call(job("x"))), "properties")).encode(),
+        "bad_properties",
+    ),
+    "a pickle": (
+        lambda: json.dumps(
+            celery_message(b"\x80\x04N.", content_type="application/x-python-serialize")
+        ).encode(),
+        "content_type",
+    ),
+    "an unknown task": (
+        lambda: json.dumps(celery_message(call(job("x")), task="apportion.horoscope")).encode(),
+        "unknown_task",
+    ),
+    "a YAML body": (
+        lambda: json.dumps(celery_message(b"- 1\n", content_type="application/x-yaml")).encode(),
+        "content_type",
+    ),
+}
+
+
+@pytest.fixture
+def db(redis_server: RedisServer) -> Iterator[tuple[str, redis.Redis]]:
+    url = f"redis://127.0.0.1:{redis_server.port}/7"
+    client = redis.Redis.from_url(url, socket_timeout=5)
+    client.flushdb()
+    yield url, client
+    client.close()
+
+
+@pytest.fixture
+def producer(db: tuple[str, redis.Redis]) -> Iterator[Celery]:
+    app = create_app(Settings(redis_url=db[0]))
+    yield app
+    app.close()
+
+
+def dead_letters(client: redis.Redis) -> list[dict[bytes, bytes]]:
+    return [fields for _, fields in client.xrange(KEYS.dead_letters_stream)]
+
+
+def push_every_item(client: redis.Redis) -> None:
+    for make, _ in ITEMS.values():
+        client.lpush("partition", make())
+
+
+def all_buried(client: redis.Redis, rounds: int) -> Callable[[], bool]:
+    return lambda: len(dead_letters(client)) >= rounds * len(ITEMS)
+
+
+def answers_the_next_job(producer: Celery, client: redis.Redis) -> None:
+    job_id = f"next-{uuid.uuid4()}"
+    envelope = producer.send_task("apportion.partition", args=[job(job_id)]).get(timeout=60)
     assert envelope["status"] == "ok"
+    assert job_id in stream_job_ids(client, KEYS.results_stream("partition"))
 
 
-def queue_drained(client: redis.Redis) -> Callable[[], bool]:
-    return lambda: client.llen("partition") == 0 and client.hlen("unacked") == 0
-
-
-@pytest.mark.parametrize(
-    ("case", "build", "log_line"),
-    [
-        (
-            "unknown task name",
-            lambda jid: message("apportion.horoscope", job_body(jid)),
-            "Received unregistered task of type 'apportion.horoscope'",
-        ),
-        (
-            "garbage body",
-            lambda jid: message("apportion.partition", b"\x00\xff{not json" + jid.encode()),
-            "Can't decode message body",
-        ),
-        (
-            "yaml content type",
-            lambda jid: message("apportion.partition", job_body(jid), "application/x-yaml"),
-            "Refusing to deserialize untrusted content of type yaml",
-        ),
-    ],
-)
-def test_a_message_outside_the_contract_is_refused_logged_and_dropped(
-    worker: Worker,
-    producer: Celery,
-    client: redis.Redis,
-    keys: Keys,
-    case: str,
-    build: Callable[[str], dict[str, Any]],
-    log_line: str,
+def test_no_malformed_queue_item_stops_a_worker_and_a_fresh_worker_answers_the_next_job(
+    db: tuple[str, redis.Redis], producer: Celery, tmp_path: Path
 ) -> None:
-    job_id = f"hostile-{uuid.uuid4()}"
-    client.lpush("partition", json.dumps(build(job_id)))
+    url, client = db
+    env = worker_env(url)
 
-    wait_until(lambda: log_line in worker.log_text(), 30, what=f"{case} logged")
-    wait_until(queue_drained(client), 30, what="message dropped, not requeued")
-    still_serving(producer)
-    assert job_id not in stream_job_ids(client, keys.results_stream("partition"))
-    assert worker.alive
+    # 1. Items arriving while a worker waits idle (its BRPOP takes them).
+    first = Worker(env=env, logfile=tmp_path / "first.log", queues="partition")
+    first.start()
+    try:
+        push_every_item(client)
+        wait_until(all_buried(client, 1), 60, what="every item dead-lettered")
+        assert first.alive
+        answers_the_next_job(producer, client)
+    finally:
+        first.stop()
+
+    # 2. Items already waiting when a fresh worker starts (its pop script takes them).
+    push_every_item(client)
+    fresh = Worker(env=env, logfile=tmp_path / "fresh.log", queues="partition")
+    fresh.start()
+    try:
+        wait_until(all_buried(client, 2), 60, what="every waiting item dead-lettered")
+        answers_the_next_job(producer, client)
+        assert fresh.alive
+        assert "Unrecoverable error" not in fresh.log_text()
+    finally:
+        fresh.stop()
+
+    reasons = [fields[b"reason"].decode() for fields in dead_letters(client)]
+    expected = [reason for _, reason in ITEMS.values()]
+    assert sorted(reasons) == sorted(expected * 2)
+    # Acknowledged: nothing left queued or unacknowledged to be redelivered.
+    assert client.llen("partition") == 0
+    assert client.hlen("unacked") == 0
+
+
+def test_a_dead_letter_keeps_the_item_its_reason_and_the_task_it_named(
+    db: tuple[str, redis.Redis], tmp_path: Path
+) -> None:
+    url, client = db
+    message = celery_message(call(job("x")), task="apportion.horoscope")
+    client.lpush("partition", json.dumps(message))
+
+    with_worker = Worker(env=worker_env(url), logfile=tmp_path / "w.log", queues="partition")
+    with_worker.start()
+    try:
+        wait_until(lambda: dead_letters(client), 60, what="the item dead-lettered")
+    finally:
+        with_worker.stop()
+
+    [fields] = dead_letters(client)
+    assert fields[b"reason"] == b"unknown_task"
+    assert fields[b"queue"] == b"partition"
+    assert fields[b"task"] == b"apportion.horoscope"
+    assert fields[b"task_id"] == message["headers"]["id"].encode()
+    assert json.loads(fields[b"message"]) == message
+
+
+def test_a_job_nested_600_deep_sent_with_apportion_submit_is_rejected_too_deep(
+    db: tuple[str, redis.Redis], tmp_path: Path
+) -> None:
+    url, client = db
+    deep = job(f"deep-{uuid.uuid4()}")
+    deep["hardware"]["extra"] = nested(600)
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(deep))
+    env = worker_env(url)
+
+    worker = Worker(env=env, logfile=tmp_path / "w.log", queues="partition")
+    worker.start()
+    try:
+        submitted = subprocess.run(
+            [sys.executable, "-m", "apportion.cli", "submit", "partition", str(path), "--wait"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=REPO,
+            env={**os.environ, **env},
+            check=False,
+        )
+        assert worker.alive
+    finally:
+        worker.stop()
+
+    assert submitted.returncode == 4, submitted.stderr
+    envelope = json.loads(submitted.stdout)
+    assert envelope["job_id"] == deep["job_id"]
+    assert envelope["error"]["code"] == "too_deep"
+    assert envelope["error"]["details"][0]["path"].startswith("hardware.extra")
+    assert "APPORTION_LIMITS__MAX_JSON_DEPTH" in envelope["error"]["message"]
+    assert stream_job_ids(client, KEYS.results_stream("partition")) == [deep["job_id"]]

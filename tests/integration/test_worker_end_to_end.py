@@ -103,13 +103,15 @@ def test_a_pickle_message_is_refused_and_never_executed(
             },
         )
 
+    # Refused at the gate, before kombu or Celery would unpickle anything: dead-lettered
+    # with its reason (workers/broker/gate.py).
     wait_until(
-        lambda: (
-            "ContentDisallowed: Refusing to deserialize untrusted content of type "
-            "pickle" in worker.log_text()
+        lambda: any(
+            fields[b"reason"] == b"content_type" and fields[b"task_id"] == task_id.encode()
+            for _, fields in client.xrange(keys.dead_letters_stream)
         ),
         30,
-        what="refusal logged",
+        what="the pickle message dead-lettered",
     )
     # Refused means removed: not left queued or unacknowledged to poison the queue.
     wait_until(

@@ -1,5 +1,5 @@
-"""kombu's Redis transport with four fixes: a worker survives a Redis restart and a
-SIGKILL without losing a job, and never idles while jobs wait.
+"""kombu's Redis transport with five fixes: a worker survives a Redis restart and a
+SIGKILL without losing a job, never idles while jobs wait, and no queue item can stop it.
 
 The first two were found by tests/integration/test_faults_redis_restart.py (kombu 5.7,
 a busy worker, ``redis-server`` restarted with SIGTERM), the third by
@@ -54,8 +54,27 @@ exercised directly in tests/integration/test_faults_fixes.py.
    on the VM: bench/worker.md). Fix: after delivering, the channel rings a wake-up
    socket the loop watches, so the next tick comes at once.
 
+5. **One message stopped every worker.** The main process decodes each message and
+   pickles its arguments to a pool child; a body nested 600 levels deep raised
+   ``RecursionError`` there, and seven malformed queue items (not JSON, a JSON array,
+   ``properties`` null, ``headers`` a string, a body that is an object, not base64 or not
+   ``[args, kwargs, embed]``) raised inside the consumer loop: the worker died, the
+   message was restored and killed the next worker. Fix: every item taken off a queue
+   passes the gate (workers/broker/gate.py) before kombu or Celery see it. What it
+   cannot run is dead-lettered (workers/broker/dead_letters.py) and acknowledged; the
+   rest is rebuilt from whitelisted, bounded parts. The pop script below already buries
+   the items it cannot even record (too large, not JSON, no delivery tag) in the same
+   atomic step as the pop, and counts deliveries per delivery tag: a message handed out
+   ``quarantine_after`` times without an answer (each time its worker or pool child
+   died) is quarantined to the dead letters instead of being delivered again. The count
+   is forgotten when the delivery ends in an acknowledgement, a rejection, or a requeue
+   the task asked for, and for messages given back at shutdown that never reached a
+   pool child (see :class:`QoS`); a pool child that died keeps it
+   (workers/broker/requests.py tells the channel).
+
 Selected by ``broker_transport`` in config/celeryconfig.py for ``redis://`` and
-``rediss://`` brokers (both are this transport in kombu).
+``rediss://`` brokers (both are this transport in kombu). Its own options arrive as
+the ``apportion_gate`` transport option (config/celeryconfig.py).
 """
 
 from __future__ import annotations
@@ -63,13 +82,26 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+from collections.abc import Mapping
 from contextlib import suppress
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cached_property
+from queue import Empty
 from time import time
 from typing import Any
 
+import redis
 from kombu.transport import redis as kombu_redis
+from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps, loads
+
+from apportion.errors import StoreUnavailable
+from apportion.limits import Limits
+from apportion.workers.broker.dead_letters import DeadLetterPolicy, DeadLetters, min_id
+from apportion.workers.broker.gate import Bury, Deliver, GateRules, inspect
+from apportion.workers.redis.keys import Keys
 
 log = logging.getLogger("apportion.transport")
 
@@ -79,9 +111,11 @@ class _Undelivered:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._messages: list[tuple[dict[str, Any], str]] = []
+        self._messages: list[tuple[dict[str, Any] | str, str]] = []
 
-    def keep(self, message: dict[str, Any], queue: str) -> None:
+    def keep(self, message: dict[str, Any] | str, queue: str) -> None:
+        """``message``: a decoded message, or a raw item as queued; ``queue``: its queue
+        (a raw item's list key, priority suffix included)."""
         with self._lock:
             self._messages.append((message, queue))
         log.warning(
@@ -99,10 +133,13 @@ class _Undelivered:
         try:
             with channel.conn_or_acquire() as client:
                 for message, queue in pending:
-                    priority = channel._get_message_priority(message, reverse=False)
                     # RPUSH: the consuming end (BRPOP), so it is the next one served,
                     # as kombu's own restore does.
-                    client.rpush(channel._q_for_pri(queue, priority), dumps(message))
+                    if isinstance(message, str):
+                        client.rpush(queue, message)
+                    else:
+                        priority = channel._get_message_priority(message, reverse=False)
+                        client.rpush(channel._q_for_pri(queue, priority), dumps(message))
                     done += 1
         except channel.connection_errors:
             with self._lock:
@@ -114,30 +151,128 @@ class _Undelivered:
 UNDELIVERED = _Undelivered()
 
 
-# KEYS: unacked index (zset), unacked (hash), then the queues in priority order.
-# ARGV: the time to index the delivery by. Returns {queue, message} or false.
-# The hash value is written as kombu's QoS.append writes it, dumps([raw, exchange,
-# routing_key]), by concatenation: the raw message stays byte for byte as queued
-# (cjson would re-encode it, turning [] into {}).
-_POP_INTO_UNACKED = """
-for i = 3, #KEYS do
-  local item = redis.call('RPOP', KEYS[i])
-  if item then
-    local ok, message = pcall(cjson.decode, item)
-    local props = ok and type(message) == 'table' and message['properties']
-    local tag = type(props) == 'table' and props['delivery_tag']
-    local info = type(props) == 'table' and props['delivery_info']
-    if type(tag) == 'string' and type(info) == 'table' then
-      redis.call('ZADD', KEYS[1], ARGV[1], tag)
-      redis.call('HSET', KEYS[2], tag, '[' .. item .. ', ' ..
-        cjson.encode(info['exchange'] or '') .. ', ' ..
-        cjson.encode(info['routing_key'] or '') .. ']')
-    end
-    return {KEYS[i], item}
+# The body shared by the pop script and the record script: take one raw item from
+# queue list ``queue`` into ``unacked`` (hash and index, as kombu's QoS.append writes
+# them), or bury it in the dead-letter stream when it cannot even be recorded (too
+# large, not a JSON object, no delivery tag) or has been delivered too often.
+# KEYS: unacked index (zset), unacked (hash), dead-letter stream[, queues...]
+# ARGV: now, max item bytes, quarantine_after, delivery-count key prefix, count TTL,
+#       dead-letter MAXLEN, dead-letter copy bytes, dead-letter MINID, now (ISO)[, ...]
+# Returns {queue, item, ''} for an item to deliver, {queue, '', reason} for a buried one,
+# {queue, item, 'unrecorded'} for one cjson cannot read (the gate in Python decides).
+# The hash value is written by concatenation, dumps([raw, exchange, routing_key]) as
+# kombu writes it: the raw message stays byte for byte as queued (cjson would re-encode
+# it, turning [] into {}).
+_TAKE = """
+local function short_string(value)
+  if type(value) == 'string' and #value <= 256 then return value end
+  return ''
+end
+local function bury(queue, item, reason, detail, tag, task, task_id)
+  local copy = string.sub(item, 1, tonumber(ARGV[7]))
+  local truncated = '0'
+  if #copy < #item then truncated = '1' end
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[6], '*', 'queue', queue, 'reason', reason,
+    'detail', detail, 'task', task or '', 'task_id', task_id or '', 'tag', tag or '',
+    'size', #item, 'truncated', truncated, 'at', ARGV[9], 'message', copy)
+  redis.call('XTRIM', KEYS[3], 'MINID', '~', ARGV[8])
+  return {queue, '', reason}
+end
+local function take(queue, item)
+  if #item > tonumber(ARGV[2]) then
+    return bury(queue, item, 'too_large', 'a message of ' .. #item ..
+      ' bytes is over the limit of ' .. ARGV[2] .. ' (raise APPORTION_MAX_MESSAGE_BYTES)')
   end
+  local ok, message = pcall(cjson.decode, item)
+  if not ok then
+    -- cjson is stricter than Python's json (an escaped lone surrogate in argsrepr, say):
+    -- the gate decides, and the delivery is recorded the way kombu records it.
+    return {queue, item, 'unrecorded'}
+  end
+  if type(message) ~= 'table' or message[1] ~= nil then
+    return bury(queue, item, 'not_a_message', 'the queue item is JSON but not an object')
+  end
+  local headers = message['headers']
+  local task, task_id = '', ''
+  if type(headers) == 'table' then
+    task, task_id = short_string(headers['task']), short_string(headers['id'])
+  end
+  local props = message['properties']
+  local tag = type(props) == 'table' and props['delivery_tag']
+  local info = type(props) == 'table' and props['delivery_info']
+  if type(tag) ~= 'string' or #tag == 0 or #tag > 256 or type(info) ~= 'table' then
+    return bury(queue, item, 'bad_properties',
+      'properties must hold a delivery_tag string and a delivery_info object', nil, task, task_id)
+  end
+  local counter = ARGV[4] .. tag
+  local n = redis.call('INCR', counter)
+  redis.call('EXPIRE', counter, ARGV[5])
+  if n > tonumber(ARGV[3]) then
+    redis.call('DEL', counter)
+    return bury(queue, item, 'quarantined', 'handed to workers ' .. (n - 1) ..
+      ' times without an answer, each time its worker died' ..
+      ' (raise APPORTION_QUARANTINE_AFTER to allow more)', tag, task, task_id)
+  end
+  redis.call('ZADD', KEYS[1], ARGV[1], tag)
+  redis.call('HSET', KEYS[2], tag, '[' .. item .. ', ' ..
+    cjson.encode(info['exchange'] or '') .. ', ' .. cjson.encode(info['routing_key'] or '') .. ']')
+  return {queue, item, ''}
+end
+"""
+
+# KEYS[4..]: the queues in priority order. Returns take()'s answer, or false when empty.
+_POP_INTO_UNACKED = (
+    _TAKE
+    + """
+for i = 4, #KEYS do
+  local item = redis.call('RPOP', KEYS[i])
+  if item then return take(KEYS[i], item) end
 end
 return false
 """
+)
+
+# ARGV[10]: the queue, ARGV[11]: an item BRPOP already took off it.
+_RECORD_IN_UNACKED = _TAKE + "\nreturn take(ARGV[10], ARGV[11])\n"
+
+# Items buried in one event-loop tick before the loop gets a turn (a flood of garbage
+# must not starve the worker's heartbeat and acknowledgements).
+_BURY_PER_TICK = 100
+_UNRECORDED = "unrecorded"
+
+
+@dataclass(frozen=True, slots=True)
+class GateOptions:
+    """The ``apportion_gate`` transport option, as a value (config/celeryconfig.py)."""
+
+    rules: GateRules = field(default_factory=GateRules)
+    keys: Keys = field(default_factory=Keys)
+    quarantine_after: int = 2
+    count_ttl: int = 86_400
+    dead_letters: DeadLetterPolicy = field(default_factory=DeadLetterPolicy)
+
+    @classmethod
+    def from_option(cls, option: Mapping[str, Any] | None) -> GateOptions:
+        if not option:
+            return cls()
+        limits = Limits(**option.get("limits", {}))
+        tasks = option.get("tasks")
+        return cls(
+            rules=GateRules(
+                limits=limits,
+                max_message_bytes=option["max_message_bytes"],
+                tasks=dict(tasks) if tasks is not None else None,
+                max_eta_seconds=option["max_eta_seconds"],
+            ),
+            keys=Keys(option["prefix"]),
+            quarantine_after=option["quarantine_after"],
+            count_ttl=option["count_ttl"],
+            dead_letters=DeadLetterPolicy(
+                maxlen=option["dead_letter_maxlen"],
+                max_age_seconds=option["dead_letter_max_age"],
+                copy_bytes=option["dead_letter_copy_bytes"],
+            ),
+        )
 
 
 class _Wakeup:
@@ -172,13 +307,92 @@ class _Wakeup:
         self._writer.close()
 
 
+class QoS(kombu_redis.QoS):
+    """kombu's QoS that also forgets a message's delivery count when its delivery ended.
+
+    The pop script counts every delivery of a message (by delivery tag). The count is
+    deleted when the delivery ends in an acknowledgement or a rejection, including a
+    requeue the task asked for (a job waiting for Redis to come back), but not when a
+    pool child died running it (:meth:`child_died`, called from the task's request,
+    workers/broker/requests.py) and not when the worker's main process vanished (nothing
+    runs then). Messages given back at shutdown (:meth:`restore_unacked`) keep their
+    count only if they had reached a pool child (:meth:`handed_to_pool`): the warm
+    shutdown finishes running jobs, so what is given back unstarted did no harm.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._handed: set[str] = set()
+        self._died: set[str] = set()
+
+    def handed_to_pool(self, delivery_tag: str) -> None:
+        self._handed.add(delivery_tag)
+
+    def child_died(self, delivery_tag: str) -> None:
+        self._died.add(delivery_tag)
+
+    def _count_key(self, delivery_tag: str) -> str:
+        channel: Channel = self.channel
+        return channel.gate.keys.delivery_count(delivery_tag)
+
+    def ack(self, delivery_tag: str) -> None:
+        self._handed.discard(delivery_tag)
+        self._died.discard(delivery_tag)
+        pipe = self._remove_from_indices(delivery_tag)
+        pipe.delete(self._count_key(delivery_tag)).execute()
+        virtual.QoS.ack(self, delivery_tag)
+
+    def reject(self, delivery_tag: str, requeue: bool = False) -> None:
+        self._handed.discard(delivery_tag)
+        died = delivery_tag in self._died
+        self._died.discard(delivery_tag)
+        if requeue:
+            if not died:
+                with self.channel.conn_or_acquire() as client:
+                    client.delete(self._count_key(delivery_tag))
+            self.restore_by_tag(delivery_tag, leftmost=True)
+        else:
+            pipe = self._remove_from_indices(delivery_tag)
+            pipe.delete(self._count_key(delivery_tag)).execute()
+        virtual.QoS.ack(self, delivery_tag)
+
+    def restore_unacked(self, client: Any = None) -> Any:
+        unstarted = [tag for tag in self._delivered if tag not in self._handed]
+        self._handed.clear()
+        self._died.clear()
+        if unstarted:
+            with (
+                suppress(*self.channel.connection_errors),
+                self.channel.conn_or_acquire(client) as conn,
+            ):
+                conn.delete(*(self._count_key(tag) for tag in unstarted))
+        return super().restore_unacked(client)
+
+
 class Channel(kombu_redis.Channel):
+    QoS = QoS
+    # apportion's own options (GateOptions), passed like kombu's in broker_transport_options.
+    from_transport_options = (  # type: ignore[assignment]
+        *kombu_redis.Channel.from_transport_options,
+        "apportion_gate",
+    )
+    apportion_gate: Mapping[str, Any] | None = None
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # The connection info (URL, credentials, options) this channel was opened with.
         self._opened_with = args[0].client if args else kwargs["connection"].client
         self._no_ack_queues: set[str | None] = set()
         self._pop_script: Any = None
+        self._record_script: Any = None
         super().__init__(*args, **kwargs)
+
+    @cached_property
+    def gate(self) -> GateOptions:
+        return GateOptions.from_option(self.apportion_gate)
+
+    @cached_property
+    def dead_letters(self) -> DeadLetters:
+        return DeadLetters(self.client, self.gate.keys, self.gate.dead_letters)
 
     def _connparams(self, asynchronous: bool = False) -> Any:
         transport = self.connection
@@ -205,17 +419,105 @@ class Channel(kombu_redis.Channel):
         self._no_ack_queues.discard(self._tag_to_queue.get(consumer_tag))
         return super().basic_cancel(consumer_tag)
 
-    def pop_into_unacked(self, keys: list[str]) -> tuple[str, str] | None:
-        """Atomically take the next message of ``keys`` and record it as unacknowledged."""
+    def _take_args(self) -> list[Any]:
+        gate, now = self.gate, time()
+        return [
+            now,
+            gate.rules.max_message_bytes,
+            gate.quarantine_after,
+            gate.keys.delivery_count_prefix,
+            gate.count_ttl,
+            gate.dead_letters.maxlen,
+            gate.dead_letters.copy_bytes,
+            min_id(gate.dead_letters.max_age_seconds, now),
+            datetime.now(UTC).isoformat(),
+        ]
+
+    def _take_keys(self) -> list[str]:
+        return [self.unacked_index_key, self.unacked_key, self.gate.keys.dead_letters_stream]
+
+    def pop_into_unacked(self, keys: list[str]) -> tuple[str, str, str] | None:
+        """Atomically take the next message of ``keys`` and record it as unacknowledged
+        (or bury it): (queue key, item, '') or (queue key, '', reason buried for)."""
         if self._pop_script is None:  # lazily: the channel's client is made on first use
             self._pop_script = self.client.register_script(_POP_INTO_UNACKED)
-        found = self._pop_script(
-            keys=[self.unacked_index_key, self.unacked_key, *keys], args=[time()]
-        )
+        found = self._pop_script(keys=[*self._take_keys(), *keys], args=self._take_args())
         if not found:
             return None
-        dest, item = found
-        return bytes_to_str(dest), bytes_to_str(item)
+        dest, item, buried = found
+        return bytes_to_str(dest), bytes_to_str(item), bytes_to_str(buried)
+
+    def record_in_unacked(self, dest: str, item: str | bytes) -> tuple[str, str, str]:
+        """What :meth:`pop_into_unacked` does, for an item BRPOP already took."""
+        if self._record_script is None:
+            self._record_script = self.client.register_script(_RECORD_IN_UNACKED)
+        found = self._record_script(keys=self._take_keys(), args=[*self._take_args(), dest, item])
+        dest, item, buried = found
+        return bytes_to_str(dest), bytes_to_str(item), bytes_to_str(buried)
+
+    def _take(self, dest: str, item: str, buried: str) -> bool:
+        """Deliver one item taken off queue list ``dest`` through the gate (fix 5).
+        False when it went to the dead letters instead."""
+        queue = dest.rsplit(self.sep, 1)[0]
+        self._queue_cycle.rotate(queue)
+        recorded = buried != _UNRECORDED
+        if buried and recorded:
+            log.warning("a message from queue %s was dead-lettered: %s", queue, buried)
+            return False
+        verdict = inspect(item, self.gate.rules)
+        if isinstance(verdict, Bury):
+            try:
+                self.dead_letters.bury(
+                    item,
+                    queue=dest,
+                    reason=verdict.reason,
+                    detail=verdict.detail,
+                    tag=verdict.tag,
+                    task=verdict.task,
+                    task_id=verdict.task_id,
+                    unacked=(self.unacked_key, self.unacked_index_key),
+                )
+            except StoreUnavailable as exc:  # kombu reconnects on its own errors
+                raise redis.ConnectionError(str(exc)) from exc
+            log.warning(
+                "a message from queue %s was dead-lettered (%s): %s",
+                queue,
+                verdict.reason,
+                verdict.detail,
+            )
+            return False
+        headers = verdict.message["headers"]
+        if not recorded and self._quarantined(dest, item, verdict, queue):
+            return False
+        if verdict.notes:
+            log.warning("message %s from %s: %s", headers["id"], queue, "; ".join(verdict.notes))
+        if verdict.verdict is not None:
+            log.info(
+                "message %s rejected at the gate: %s", headers["id"], verdict.verdict["message"]
+            )
+        self.connection._deliver(verdict.message, queue)
+        return True
+
+    def _quarantined(self, dest: str, item: str, verdict: Deliver, queue: str) -> bool:
+        """The pop script's delivery count, for an item it could not read (see _TAKE)."""
+        tag = verdict.message["properties"]["delivery_tag"]
+        key = self.gate.keys.delivery_count(tag)
+        pipe = self.client.pipeline()
+        count = pipe.incr(key).expire(key, self.gate.count_ttl).execute()[0]
+        if count <= self.gate.quarantine_after:
+            return False
+        self.dead_letters.bury(
+            item,
+            queue=dest,
+            reason="quarantined",
+            detail=f"handed to workers {count - 1} times without an answer, each time its "
+            "worker died (raise APPORTION_QUARANTINE_AFTER to allow more)",
+            tag=tag,
+            task=verdict.message["headers"]["task"],
+            task_id=verdict.message["headers"]["id"],
+        )
+        log.error("message %s from %s quarantined", verdict.message["headers"]["id"], queue)
+        return True
 
     def _brpop_start(self, timeout: Any = None) -> Any:
         # Fix 3 above: take waiting messages atomically into ``unacked``, up to what
@@ -229,6 +531,7 @@ class Channel(kombu_redis.Channel):
         ):
             return super()._brpop_start(timeout)
         budget = max(1, self.qos.prefetch_count or 1)
+        buried = 0
         while budget > 0 and self.qos.can_consume():
             queues = self._queue_cycle.consume(len(self.active_queues))
             if not queues:
@@ -237,13 +540,50 @@ class Channel(kombu_redis.Channel):
             found = self.pop_into_unacked(keys)
             if found is None:
                 return super()._brpop_start(timeout)
-            dest, item = found
-            dest = dest.rsplit(self.sep, 1)[0]
-            self._queue_cycle.rotate(dest)
-            self.connection._deliver(loads(item), dest)
+            if self._take(*found):
+                budget -= 1
+            else:
+                buried += 1
+                if buried >= _BURY_PER_TICK:
+                    break
             self.connection.wake_event_loop()  # fix 4
-            budget -= 1
         return None
+
+    def _brpop_read(self, **options: Any) -> Any:
+        # kombu's, with the item recorded in ``unacked`` by the same script as above and
+        # passed through the gate, instead of decoded and delivered as it came (fix 5).
+        try:
+            try:
+                dest__item = self.client.parse_response(self.client.connection, "BRPOP", **options)
+            except self.connection_errors:
+                # if there's a ConnectionError, disconnect so the next
+                # iteration will reconnect automatically.
+                self.client.connection.disconnect()
+                raise
+            if not dest__item:
+                raise Empty()
+            dest, item = bytes_to_str(dest__item[0]), dest__item[1]
+            queue = dest.rsplit(self.sep, 1)[0]
+            if queue in self._no_ack_queues:  # replies to control commands: kombu's way
+                self._queue_cycle.rotate(queue)
+                self.connection._deliver(loads(bytes_to_str(item)), queue)
+            elif self.global_keyprefix:  # the scripts do not prefix keys: gate only
+                self._take(dest, bytes_to_str(item), "")
+            else:
+                try:
+                    taken = self.record_in_unacked(dest, item)
+                except self.connection_errors:
+                    # Read just as the connection died (fix 2): in no list any more.
+                    UNDELIVERED.keep(bytes_to_str(item), dest)
+                    raise
+                self._take(*taken)
+            self.connection.wake_event_loop()
+            return True
+        finally:
+            self._in_poll = None  # type: ignore[assignment]
+            flush = getattr(self, "_flush_brpop_reauth", None)  # kombu >= 5.6
+            if flush is not None:
+                flush()
 
 
 class Transport(kombu_redis.Transport):

@@ -4,10 +4,18 @@ One sorted set per account (``{prefix}:failures:{account}``) holds failure event
 ids scored by the failure time. Recording is one Lua script, atomic on the server:
 
 1. ``SET NX`` the event-id marker — a repeated event id changes nothing;
-2. for a failure: ``XADD`` it to the launch-failures stream (MAXLEN ~ capped),
-   ``ZADD`` it to the account's set, drop entries older than the retention period
+2. for a failure: ``XADD`` it to the launch-failures stream (trimmed by count and
+   age); unless it is older than the retention period (it would be dropped at once:
+   the answer says so, ``recorded: false`` with ``skipped: outside_retention``),
+   ``ZADD`` it to the account's set, drop entries older than the retention period and
+   beyond the newest ``APPORTION_FAILURE_HISTORY_MAX_PER_ACCOUNT`` (the set of an
+   account that fails without end stays bounded; the penalty saturates long before),
    and ``EXPIRE`` the set after it — so old entries age out by themselves and an
    account that stops failing leaves no key behind.
+
+Events dated in the future are refused by the engine (apportion/outcome.py) before
+they reach the store: beyond ``APPORTION_LIMITS__MAX_EVENT_SKEW_SECONDS`` ahead of
+the worker's clock an event would count in every window until its date.
 
 Counting is ``ZCOUNT`` over ``[now − window, +inf)`` per account, pipelined.
 """
@@ -15,6 +23,7 @@ Counting is ``ZCOUNT`` over ``[now − window, +inf)`` per account, pipelined.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,27 +37,37 @@ from apportion.workers.redis.client import TRANSIENT_ERRORS
 from apportion.workers.redis.keys import Keys
 
 _RECORD = """
--- KEYS: marker, history, stream   ARGV: ttl, at, event_id, oldest, maxlen, outcome, fields...
+-- KEYS: marker, history, stream
+-- ARGV: ttl, at, event_id, oldest, maxlen, outcome, minid, cap, fields...
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
   return -1
 end
 if ARGV[6] ~= 'failed' then
   return 0
 end
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', unpack(ARGV, 7))
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', unpack(ARGV, 9))
+redis.call('XTRIM', KEYS[3], 'MINID', '~', ARGV[7])
+if tonumber(ARGV[2]) < tonumber(ARGV[4]) then
+  return 2
+end
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[4])
+redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -(tonumber(ARGV[8]) + 1))
 redis.call('EXPIRE', KEYS[2], ARGV[1])
 return 1
 """
 
+OUTSIDE_RETENTION = "outside_retention"
+
 
 @dataclass(frozen=True, slots=True)
 class Recorded:
-    """What recording an outcome did: ``recorded`` is False for a repeated event id."""
+    """What recording an outcome did: ``recorded`` is False for a repeated event id, and
+    for a failure older than the retention period (``outside_retention``)."""
 
     recorded: bool
     failure: bool
+    outside_retention: bool = False
 
 
 class FailureHistory(Protocol):
@@ -67,11 +86,15 @@ class FailureStore:
         *,
         retention_seconds: int,
         stream_maxlen: int,
+        stream_max_age: int = 86_400,
+        max_per_account: int = 10_000,
     ) -> None:
         self._client = client
         self._keys = keys
         self.retention_seconds = retention_seconds
         self._maxlen = stream_maxlen
+        self._max_age = stream_max_age
+        self._cap = max_per_account
         self._script = client.register_script(_RECORD)
 
     def record(self, event: LaunchOutcomeJob, now: datetime) -> Recorded:
@@ -102,12 +125,16 @@ class FailureStore:
                     oldest,
                     self._maxlen,
                     event.outcome,
+                    f"{max(0, int((time.time() - self._max_age) * 1000))}-0",
+                    self._cap,
                     *flat,
                 ],
             )
         except TRANSIENT_ERRORS as exc:
             raise StoreUnavailable(f"could not record {event.event_id}: {exc}") from exc
-        return Recorded(recorded=code != -1, failure=event.outcome == "failed")
+        return Recorded(
+            recorded=code in (0, 1), failure=event.outcome == "failed", outside_retention=code == 2
+        )
 
     def counts(
         self, accounts: Sequence[str], window_hours: float, now: datetime
@@ -131,6 +158,7 @@ class MemoryFailureStore:
     """In-process stand-in with the same rules (the embedded demo uses it)."""
 
     retention_seconds: int = 24 * 3600
+    max_per_account: int = 10_000
     failures: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
     stream: list[dict[str, str]] = field(default_factory=list)
     _seen: set[str] = field(default_factory=set)
@@ -143,8 +171,11 @@ class MemoryFailureStore:
             self._seen.add(event.event_id)
             if event.outcome == "failed":
                 oldest = now.timestamp() - self.retention_seconds
-                kept = [e for e in self.failures.get(event.account, []) if e[0] >= oldest]
-                self.failures[event.account] = [*kept, (event.at.timestamp(), event.event_id)]
+                at = event.at.timestamp()
+                if at >= oldest:
+                    kept = [e for e in self.failures.get(event.account, []) if e[0] >= oldest]
+                    newest = sorted([*kept, (at, event.event_id)])[-self.max_per_account :]
+                    self.failures[event.account] = newest
                 self.stream.append(
                     {
                         "event_id": event.event_id,
@@ -152,6 +183,8 @@ class MemoryFailureStore:
                         "reason": event.reason or "",
                     }
                 )
+            if event.outcome == "failed" and at < oldest:
+                return Recorded(recorded=False, failure=True, outside_retention=True)
             return Recorded(recorded=True, failure=event.outcome == "failed")
 
     def counts(

@@ -39,3 +39,17 @@ class Keys:
     def failure_event_marker(self, event_id: str) -> str:
         """Set once a launch-outcome event id has been recorded (idempotency)."""
         return f"{self.prefix}:outcome:{event_id}"
+
+    @property
+    def dead_letters_stream(self) -> str:
+        """Messages a worker will not run: undecodable, or quarantined (workers/broker/)."""
+        return f"{self.prefix}:dead-letters"
+
+    @property
+    def delivery_count_prefix(self) -> str:
+        """Prefix of :meth:`delivery_count` (the transport's Lua script appends the tag)."""
+        return f"{self.prefix}:deliveries:"
+
+    def delivery_count(self, delivery_tag: str) -> str:
+        """How many times a message was handed to a worker without an answer (quarantine)."""
+        return f"{self.delivery_count_prefix}{delivery_tag}"

@@ -4,6 +4,16 @@ A job can run twice: acks_late redelivers it when a worker dies after publishing
 but before acknowledging. Subscribers must still see one event per job, so the
 "already published?" check and the XADD happen in one Lua script — atomic on the
 server, no window between them.
+
+The job's marker (``{prefix}:published:{kind}:{job_id}``) holds ``<fingerprint>
+<entry id>``: the fingerprint of the job that was answered (tasks/jobs.py computes it
+from the job's content) and where its event is. A second publication of the same
+job_id is told which, so the task can answer a redelivered or resubmitted job with
+the very envelope the stream holds (one truth) and a *different* job reusing the
+job_id with ``rejected``/``duplicate_job_id`` (the stream keeps its one event).
+
+Streams are trimmed by count (``MAXLEN ~``) and by age (``MINID ~``, entries older
+than ``APPORTION_STREAM_MAX_AGE``) on every publication.
 """
 
 from __future__ import annotations
@@ -12,6 +22,7 @@ import hashlib
 import json
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -26,34 +37,78 @@ from apportion.errors import StoreUnavailable
 from apportion.workers.redis.client import TRANSIENT_ERRORS
 from apportion.workers.redis.keys import Keys
 
+# KEYS: marker, stream. ARGV: ttl, maxlen, minid, fingerprint, fields...
+# Returns {1, entry id} when published now, {0, marker value} when the job_id was known.
 _PUBLISH_ONCE = """
-if redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
-  local id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, 3))
-  redis.call('SET', KEYS[1], id, 'EX', ARGV[1])
-  return id
+local known = redis.call('GET', KEYS[1])
+if known then
+  return {0, known}
 end
-return false
+local id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, 5))
+redis.call('XTRIM', KEYS[2], 'MINID', '~', ARGV[3])
+redis.call('SET', KEYS[1], ARGV[4] .. ' ' .. id, 'EX', ARGV[1])
+return {1, id}
 """
 _PUBLISH_ONCE_SHA = hashlib.sha1(_PUBLISH_ONCE.encode()).hexdigest()
 
 
-def event_fields(envelope: Envelope) -> dict[str, str]:
+def event_fields(envelope: Envelope, text: str | bytes | None = None) -> dict[str, Any]:
     """The stream entry: flat fields for filtering plus the whole envelope as JSON."""
     return {
         "job_id": envelope.job_id or "",
         "kind": envelope.kind,
         "status": envelope.status,
-        "envelope": encode_text(envelope.as_dict()),
+        "envelope": encode_text(envelope.as_dict()) if text is None else text,
     }
+
+
+def stream_min_id(max_age_seconds: float, now: float | None = None) -> str:
+    """The stream id below which entries are older than ``max_age_seconds``."""
+    now = time.time() if now is None else now
+    return f"{max(0, int((now - max_age_seconds) * 1000))}-0"
+
+
+@dataclass(frozen=True, slots=True)
+class Publication:
+    """What publishing did. ``new``: the event went out now. Otherwise the job_id had an
+    event already, at ``entry_id``, for a job of the same content (``same_content``)
+    or a different one. ``entry_id`` is empty when the marker predates fingerprints."""
+
+    new: bool
+    entry_id: str
+    same_content: bool = True
+
+
+def _publication(reply: Any, fingerprint: str) -> Publication:
+    flag, value = reply
+    text = value.decode() if isinstance(value, bytes) else str(value)
+    if int(flag) == 1:
+        return Publication(new=True, entry_id=text)
+    known, _, entry = text.partition(" ")
+    if not entry:  # a marker written before fingerprints: the entry id alone (or "1")
+        return Publication(new=False, entry_id=known if "-" in known else "")
+    return Publication(new=False, entry_id=entry, same_content=known == fingerprint)
 
 
 class ResultPublisher(Protocol):
     def publish(self, envelope: Envelope) -> str | None:
         """Publish the envelope's event; return the entry id, or None if already published."""
 
+    def publish_once(
+        self, envelope: Envelope, fingerprint: str, text: str | bytes | None = None
+    ) -> Publication:
+        """Publish unless the job_id has an event; ``text``: the envelope's JSON, if made."""
+
+    def published_envelope(self, kind: str, entry_id: str) -> dict[str, Any] | None:
+        """The envelope of the event at ``entry_id`` (None once trimmed away)."""
+
+    def published_entry(self, kind: str, job_id: str) -> str | None:
+        """Where the job_id's event is, if it has one."""
+
 
 class StreamPublisher:
-    """Publishes result envelopes to ``{prefix}:results:{kind}`` streams (MAXLEN ~ capped).
+    """Publishes result envelopes to ``{prefix}:results:{kind}`` streams (trimmed by
+    count and age).
 
     The event is the one Redis command a job adds to Celery's own, so it takes the
     shortest path redis-py offers: a connection of the publisher's own (one per
@@ -61,23 +116,38 @@ class StreamPublisher:
     the client's retry policy) driven with ``send_command``/``read_response``. The client's
     ``execute_command`` adds a pool checkout with a non-blocking read to test the
     connection, observability hooks and response callbacks around the same bytes on
-    the wire: 187 → 120 µs of CPU per event inside a busy worker, where a small
-    partition job costs ~1 ms more than a no-op task (bench/worker.md).
+    the wire, which costs a busy worker measurable CPU per event (bench/worker.md).
     """
 
-    def __init__(self, client: redis.Redis, keys: Keys, *, maxlen: int, dedup_ttl: int) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        *,
+        maxlen: int,
+        dedup_ttl: int,
+        max_age_seconds: int = 86_400,
+    ) -> None:
+        self._client = client
         self._pool = client.connection_pool
         # The client's own retry policy (workers/redis/client.py), none if it has none.
         self._retry = client.get_retry() or Retry(NoBackoff(), 0)
         self._keys = keys
         self._maxlen = maxlen
         self._dedup_ttl = dedup_ttl
+        self._max_age = max_age_seconds
         self._connection: ConnectionInterface | None = None
         self._pid = 0
         # Thread pools share one publisher: one command on the connection at a time.
         self._lock = threading.Lock()
 
     def publish(self, envelope: Envelope) -> str | None:
+        done = self.publish_once(envelope, "")
+        return done.entry_id if done.new else None
+
+    def publish_once(
+        self, envelope: Envelope, fingerprint: str, text: str | bytes | None = None
+    ) -> Publication:
         if not envelope.job_id:
             raise ValueError("an envelope needs a job_id to be published idempotently")
         kind = envelope.kind
@@ -86,20 +156,41 @@ class StreamPublisher:
             self._keys.results_stream(kind),
             self._dedup_ttl,
             self._maxlen,
+            stream_min_id(self._max_age),
+            fingerprint,
         ]
-        for k, v in event_fields(envelope).items():
+        for k, v in event_fields(envelope, text).items():
             args += [k, v]
         try:
             with self._lock:
                 conn = self._connect()
-                entry = self._retry.call_with_retry(
+                reply = self._retry.call_with_retry(
                     lambda: self._publish_once(conn, args), lambda _error: conn.disconnect()
                 )
         except TRANSIENT_ERRORS as exc:
             raise StoreUnavailable(f"could not publish result of {envelope.job_id}: {exc}") from exc
-        if entry is None:
+        return _publication(reply, fingerprint)
+
+    def published_envelope(self, kind: str, entry_id: str) -> dict[str, Any] | None:
+        try:
+            found: Any = self._client.xrange(self._keys.results_stream(kind), entry_id, entry_id)
+        except TRANSIENT_ERRORS as exc:
+            raise StoreUnavailable(f"could not read result event {entry_id}: {exc}") from exc
+        if not found:
             return None
-        return entry.decode() if isinstance(entry, bytes) else str(entry)
+        envelope: dict[str, Any] = json.loads(found[0][1][b"envelope"])
+        return envelope
+
+    def published_entry(self, kind: str, job_id: str) -> str | None:
+        try:
+            value: Any = self._client.get(self._keys.published_marker(kind, job_id))
+        except TRANSIENT_ERRORS as exc:
+            raise StoreUnavailable(f"could not read the marker of {job_id}: {exc}") from exc
+        if value is None:
+            return None
+        text = value.decode() if isinstance(value, bytes) else str(value)
+        entry = text.rpartition(" ")[2]
+        return entry if "-" in entry else None
 
     def _connect(self) -> ConnectionInterface:
         pid = os.getpid()
@@ -141,18 +232,40 @@ class StreamPublisher:
 class MemoryPublisher:
     """In-process stand-in with the same once-per-job rule (the embedded demo uses it)."""
 
-    events: list[dict[str, str]] = field(default_factory=list)
-    _seen: set[tuple[str, str]] = field(default_factory=set)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    _seen: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def publish(self, envelope: Envelope) -> str | None:
+        done = self.publish_once(envelope, "")
+        return done.entry_id if done.new else None
+
+    def publish_once(
+        self, envelope: Envelope, fingerprint: str, text: str | bytes | None = None
+    ) -> Publication:
         key = (envelope.kind, envelope.job_id or "")
         with self._lock:
-            if key in self._seen:
-                return None
-            self._seen.add(key)
-            self.events.append(event_fields(envelope))
-            return f"{len(self.events)}-0"
+            known = self._seen.get(key)
+            if known is not None:
+                return Publication(False, known[1], same_content=known[0] == fingerprint)
+            if isinstance(text, bytes):  # events are shown as JSON (apportion demo --json)
+                text = text.decode("utf-8")
+            self.events.append(event_fields(envelope, text))
+            entry = f"{len(self.events)}-0"
+            self._seen[key] = (fingerprint, entry)
+            return Publication(True, entry)
+
+    def published_envelope(self, kind: str, entry_id: str) -> dict[str, Any] | None:
+        index = int(entry_id.split("-")[0]) - 1
+        with self._lock:
+            if 0 <= index < len(self.events):
+                envelope: dict[str, Any] = json.loads(self.events[index]["envelope"])
+                return envelope
+        return None
+
+    def published_entry(self, kind: str, job_id: str) -> str | None:
+        known = self._seen.get((kind, job_id))
+        return known[1] if known else None
 
     def envelopes(self) -> list[Envelope]:
         return [Envelope.from_dict(json.loads(e["envelope"])) for e in self.events]

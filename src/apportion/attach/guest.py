@@ -42,6 +42,8 @@ from apportion.attach.pools import PoolView, currently_available, drop_reason, v
 from apportion.attach.priority import PROFILES, RuleProfile
 from apportion.attach.values import UNLIMITED, ProblemLog
 from apportion.contracts.attach import GuestHostAttachJob, Pool
+from apportion.contracts.base import MAX_ID_LENGTH
+from apportion.errors import Rejected
 
 if TYPE_CHECKING:
     from apportion.engine import Context
@@ -148,6 +150,16 @@ def _derived_pool(
     while candidate in taken:
         n += 1
         candidate = f"{pool_id}#{n}"
+    if len(candidate) > MAX_ID_LENGTH:
+        # The id is apportion's own making: say which inputs make it too long rather
+        # than fail building the pool.
+        raise Rejected.at(
+            "host.uuid",
+            f"the derived pool id 'derived:<host uuid>:{source_id[:40]}' would be "
+            f"{len(candidate)} characters, over the {MAX_ID_LENGTH} a pool id may have; "
+            "shorten the host uuid or the source pool's id (or stacking_id)",
+            code="id_too_long",
+        )
     taken.add(candidate)
     return Pool.model_validate(
         {

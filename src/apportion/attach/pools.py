@@ -28,6 +28,7 @@ from apportion.attach.values import (
 )
 from apportion.contracts.attach import Pool
 from apportion.errors import Rejected
+from apportion.limits import env_name
 
 SIZE_ATTRIBUTES = ("sockets", "cores", "ram", "vcpu", "storage_band")
 # Whole-number attributes and whether "-1" is allowed (guest_limit: unlimited guests).
@@ -372,7 +373,8 @@ def _check_product_lists(pool: Pool, path: str, limit: int) -> None:
         if len(listed) > limit:
             raise Rejected.at(
                 f"{path}.{name}",
-                f"{len(listed)} products exceed the limit of {limit} per job",
+                f"{len(listed)} products exceed the limit of {limit} per job "
+                f"(raise {env_name('max_products')})",
                 code="limit_exceeded",
             )
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeGuard
 
-from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 
 
 class WireModel(BaseModel):
@@ -40,7 +40,33 @@ def finite(value: Any) -> Any:
 FiniteFloat = Annotated[float, BeforeValidator(finite)]
 
 
+MAX_ID_LENGTH = 256
+
+
+def valid_job_id(value: object) -> TypeGuard[str]:
+    """An idempotency key a worker can use as is: 1-256 printable characters.
+
+    It names Redis keys, stream entries and log lines: control characters would forge
+    log lines, lone surrogates cannot be written back as JSON (the job would get no
+    answer at all).
+    """
+    return isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH and value.isprintable()
+
+
+def _printable(value: str) -> str:
+    if not value.isprintable():
+        raise ValueError(
+            "must be printable text (no control characters, line breaks or lone surrogates)"
+        )
+    return value
+
+
+# job_id (and a launch_outcome's event_id): the idempotency key. A job whose key is not
+# valid is answered under a generated one (the task id), the rejection saying why.
+JobId = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH), AfterValidator(_printable)]
+
+
 class JobBase(WireModel):
     """Fields every job has. ``job_id`` is the idempotency key (defaults to the task id)."""
 
-    job_id: str | None = Field(default=None, min_length=1, max_length=256)
+    job_id: JobId | None = None

@@ -7,14 +7,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from apportion.contracts.base import JobBase
+from apportion.contracts.base import JobBase, JobId
 
 
 class LaunchOutcomeJob(JobBase):
     """A launch attempt's outcome. ``job_id`` names the launch_select job it reports on;
     ``event_id`` is this event's idempotency key."""
 
-    event_id: str = Field(min_length=1, max_length=256)
+    event_id: JobId
     account: str = Field(min_length=1, max_length=256)
     outcome: Literal["failed", "succeeded"]
     at: datetime
@@ -30,6 +30,12 @@ class LaunchOutcomeResult(BaseModel):
     at: datetime
     job_id: str | None = None
     recorded: bool | None = Field(
-        description="true: recorded now; false: this event_id was already recorded; "
+        description="true: recorded now; false: not recorded (see `skipped`); "
         "null: no failure-history store (apportion solve)"
+    )
+    skipped: Literal["already_recorded", "outside_retention"] | None = Field(
+        None,
+        description="why `recorded` is false: this event_id was recorded before, or the "
+        "failure is older than the failure history keeps (APPORTION_FAILURE_RETENTION_HOURS), "
+        "so it would never count",
     )

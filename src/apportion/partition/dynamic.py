@@ -39,7 +39,7 @@ from fractions import Fraction
 from typing import Any
 
 from apportion.errors import Problem, Rejected
-from apportion.limits import Limits
+from apportion.limits import Limits, env_name
 from apportion.partition.schema import SNAP, ParsedSchema, RawSpace, whole_ceil, whole_floor
 from apportion.yaql_eval import evaluate_batch
 
@@ -116,6 +116,23 @@ def evaluate(parsed: ParsedSchema, limits: Limits) -> dict[int, dict[str, Any]]:
     }
 
 
+def _huge(value: float) -> str | None:
+    """How to name an int that yaql made too large for ``:g`` (and, past 4,300 digits,
+    for ``repr``); None for any other number."""
+    if isinstance(value, int) and value.bit_length() > 1023:  # beyond float range
+        return f"a number of about {int(value.bit_length() * 0.30103) + 1} digits"
+    return None
+
+
+def _magnitude(value: float) -> str:
+    huge = _huge(value)
+    return f"{huge} in" if huge else f"{value:g}"
+
+
+def _shown(value: float) -> str:
+    return _huge(value) or repr(value)
+
+
 class _Checker:
     """Collects every problem of one job so the user sees them all at once."""
 
@@ -134,14 +151,15 @@ class _Checker:
             what = "a string" if isinstance(value, str) else type(value).__name__
             self.fail(path, f'must be a number of MiB or a "yaql=…" expression, got {what}')
             return None
-        if not math.isfinite(value) or value < 0:
-            self.fail(path, f"must be a finite, non-negative number of MiB, got {value!r}")
+        if (isinstance(value, float) and not math.isfinite(value)) or value < 0:
+            self.fail(path, f"must be a finite, non-negative number of MiB, got {_shown(value)}")
             return None
-        if value > self.limits.partition_max_size_mib:
+        if value > self.limits.partition_max_size_mib:  # ints of any size compare exactly
             self.fail(
                 path,
-                f"{value:g} MiB exceeds the largest supported size of "
-                f"{self.limits.partition_max_size_mib} MiB",
+                f"{_magnitude(value)} MiB exceeds the largest supported size of "
+                f"{self.limits.partition_max_size_mib} MiB "
+                f"(raise {env_name('partition_max_size_mib')})",
             )
             return None
         return float(value) if isinstance(value, float) else value
@@ -150,8 +168,8 @@ class _Checker:
         if isinstance(value, bool) or not isinstance(value, int | float):
             self.fail(path, f'must be a number or a "yaql=…" expression, got {value!r:.60}')
             return Fraction(1)
-        if not math.isfinite(value) or not 0 <= value <= MAX_WEIGHT:
-            self.fail(path, f"must be a number from 0 to {MAX_WEIGHT}, got {value!r}")
+        if (isinstance(value, float) and not math.isfinite(value)) or not 0 <= value <= MAX_WEIGHT:
+            self.fail(path, f"must be a number from 0 to {MAX_WEIGHT}, got {_shown(value)}")
             return Fraction(1)
         if isinstance(value, int):  # already exact; limit_denominator would return it
             return Fraction(value)

@@ -26,7 +26,7 @@ from typing import Any
 
 from apportion.contracts.partition import Hardware, PartitionJob, Space
 from apportion.errors import Problem, Rejected
-from apportion.limits import Limits
+from apportion.limits import Limits, env_name
 
 UNALLOCATED = "unallocated"
 
@@ -104,12 +104,20 @@ def _check_limits(job: PartitionJob, limits: Limits) -> list[Problem]:
     problems = []
     if len(job.spaces) > limits.max_spaces:
         problems.append(
-            Problem("schema", f"{len(job.spaces)} spaces exceed the limit of {limits.max_spaces}")
+            Problem(
+                "schema",
+                f"{len(job.spaces)} spaces exceed the limit of {limits.max_spaces} "
+                f"(raise {env_name('max_spaces')})",
+            )
         )
     disks = job.hardware.disks
     if len(disks) > limits.max_disks:
         problems.append(
-            Problem("hardware.disks", f"{len(disks)} disks exceed the limit of {limits.max_disks}")
+            Problem(
+                "hardware.disks",
+                f"{len(disks)} disks exceed the limit of {limits.max_disks} "
+                f"(raise {env_name('max_disks')})",
+            )
         )
     allocatable = sum(1 for s in job.spaces if s.type != "vg")
     variables = len(disks) * (allocatable + 1)
@@ -118,7 +126,8 @@ def _check_limits(job: PartitionJob, limits: Limits) -> list[Problem]:
             Problem(
                 "schema",
                 f"{len(disks)} disks × {allocatable + 1} spaces make {variables} LP variables, "
-                f"over the limit of {limits.max_lp_variables}",
+                f"over the limit of {limits.max_lp_variables} "
+                f"(raise {env_name('max_lp_variables')})",
             )
         )
     return problems
@@ -143,7 +152,8 @@ def _disks(job: PartitionJob, limits: Limits, problems: list[Problem]) -> tuple[
                 Problem(
                     f"{path}.size",
                     f"{disk.size:g} MiB exceeds the largest supported size "
-                    f"of {limits.partition_max_size_mib} MiB",
+                    f"of {limits.partition_max_size_mib} MiB "
+                    f"(raise {env_name('partition_max_size_mib')})",
                 )
             )
             continue

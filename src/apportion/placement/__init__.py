@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from apportion.contracts.launch import LaunchSelectJob, LaunchSelectResult, launch_result
 from apportion.errors import Infeasible, Problem
+from apportion.limits import env_name
 from apportion.placement.candidates import SHOWN_UNUSABLE, CandidateSet, find_candidates
 
 if TYPE_CHECKING:
@@ -28,8 +29,9 @@ def check_found(candidates: CandidateSet) -> None:
         problems.append(
             Problem(
                 "request",
-                "the search stopped after limits.max_candidate_search_steps choices "
-                "without finding a candidate; narrow the request",
+                "the search stopped after its budget of choices without finding a "
+                "candidate; narrow the request (or raise "
+                f"{env_name('max_candidate_search_steps')})",
             )
         )
     # An inventory of a requested class that fits nothing may be why nothing was found.

@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from apportion.contracts.launch import Inventory, Provider
 from apportion.errors import Problem, Rejected
-from apportion.limits import Limits
+from apportion.limits import Limits, env_name
 
 SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 NAME_PATTERN = re.compile(r"[A-Z0-9_]+")
@@ -188,7 +188,8 @@ def build_forest(providers: Sequence[Provider], limits: Limits) -> Forest:
     if len(providers) > limits.max_providers:
         raise Rejected.at(
             "providers",
-            f"{len(providers)} providers exceed the limit of {limits.max_providers}",
+            f"{len(providers)} providers exceed the limit of {limits.max_providers} "
+            f"(raise {env_name('max_providers')})",
         )
     scan = _scan(providers)
     problems = scan.problems

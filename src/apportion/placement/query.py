@@ -30,7 +30,7 @@ from typing import Literal
 from urllib.parse import unquote_plus
 
 from apportion.errors import Rejected
-from apportion.limits import Limits
+from apportion.limits import Limits, env_name
 from apportion.placement.model import MAX_INTEGER, valid_name
 
 PATH = "request"
@@ -237,7 +237,8 @@ def parse_request(text: str, limits: Limits) -> ParsedRequest:
     """Parse and check ``text``; raises :class:`Rejected` at path ``request``."""
     if len(text) > limits.max_request_length:
         raise _reject(
-            f"request of {len(text)} characters exceeds the limit of {limits.max_request_length}"
+            f"request of {len(text)} characters exceeds the limit of {limits.max_request_length} "
+            f"(raise {env_name('max_request_length')})"
         )
     parser = _Parser(limits.max_request_groups)
     for key, value in split_query(text):
@@ -271,7 +272,8 @@ class _Parser:
         if draft is None:
             if len(self.drafts) >= self.max_groups:
                 raise _reject(
-                    f"more than {self.max_groups} request groups (limits.max_request_groups)"
+                    f"more than {self.max_groups} request groups "
+                    f"(raise {env_name('max_request_groups')})"
                 )
             draft = self.drafts[suffix] = _Draft(suffix)
         return draft

@@ -27,8 +27,11 @@ time- and memory-limited child): the expression is wrapped as ``$.select((EXPR))
 over the list of account documents, which rebinds ``$`` to each account in turn
 and costs one parse and one fork per module rather than one per account. yaql is
 slow per operation (~0.1-0.3 ms per attribute access), so the batch's wall-time
-limit is ``yaql_timeout_seconds + yaql_seconds_per_account * accounts``, and the
-account list counts against ``yaql_max_iterations`` like any collection.
+limit is ``yaql_timeout_seconds + yaql_seconds_per_account * accounts`` — but never
+more than what is left of the job's one budget, ``yaql_job_seconds``, which all the
+expression modules of a job share: a job's time no longer grows with its accounts or
+its modules. The account list counts against ``yaql_max_iterations`` like any
+collection.
 """
 
 from __future__ import annotations
@@ -42,11 +45,11 @@ import numpy as np
 
 from apportion.contracts.policy import ExpressionModule
 from apportion.errors import Problem, Rejected
-from apportion.limits import Limits
+from apportion.limits import Limits, env_name
 from apportion.selection.distribution import Distribution
 from apportion.selection.facts import Facts
 from apportion.selection.modules import Step, adjustment, make_step
-from apportion.yaql_eval import SYNTAX, evaluate_batch
+from apportion.yaql_eval import SYNTAX, TIMEOUT, evaluate_batch
 
 _PREFIX = "$.select(("
 _SUFFIX = "))"
@@ -61,7 +64,8 @@ def check(module: ExpressionModule, path: str, limits: Limits) -> list[Problem]:
             Problem(
                 f"{path}.expression",
                 f"yaql expression of {size} characters exceeds the limit of "
-                f"{limits.yaql_max_expression_length}",
+                f"{limits.yaql_max_expression_length} "
+                f"(raise {env_name('yaql_max_expression_length')})",
             )
         ]
     return []
@@ -126,15 +130,19 @@ def apply(module: ExpressionModule, dist: Distribution, facts: Facts, path: str)
     name = f"{path}.expression"
     text = f"{_PREFIX}{module.expression}{_SUFFIX}"
     base = facts.limits
+    # One batch evaluates every account; yaql is slow per access (see limits.py), but
+    # all the job's expression modules share one budget, whatever their number.
+    own = base.yaql_timeout_seconds + base.yaql_seconds_per_account * len(dist.accounts)
+    left = facts.expression_clock.remaining(base.yaql_job_seconds)
+    if left <= 0:
+        raise Rejected.at(name, _over_budget(base), code="bad_expression")
     limits = base.model_copy(
         update={
             # The wrapper's few characters must not count against the administrator's limit.
             "yaql_max_expression_length": base.yaql_max_expression_length
             + len(_PREFIX)
             + len(_SUFFIX),
-            # One batch evaluates every account; yaql is slow per access (see limits.py).
-            "yaql_timeout_seconds": base.yaql_timeout_seconds
-            + base.yaql_seconds_per_account * len(dist.accounts),
+            "yaql_timeout_seconds": min(own, left),
         }
     )
     result = evaluate_batch({name: text}, account_documents(dist, facts), limits)
@@ -143,6 +151,8 @@ def apply(module: ExpressionModule, dist: Distribution, facts: Facts, path: str)
         message = failure.message
         if failure.code == SYNTAX:
             message = _unwrap(message, text, module.expression)
+        elif failure.code == TIMEOUT:
+            message = _over_budget(base) if left <= own else f"{message} ({_timeout_hint()})"
         raise Rejected(f"{name}: {message}", [Problem(name, message)], code="bad_expression")
     values = result.values[name]
     if not isinstance(values, list) or len(values) != len(dist.accounts):
@@ -164,6 +174,17 @@ def apply(module: ExpressionModule, dist: Distribution, facts: Facts, path: str)
     changed = int(np.count_nonzero(factors != 1.0))
     note = f"{label}times yaql factor ({changed} of {len(factors)} accounts not 1)"
     return make_step(dist.multiplied(factors), note)
+
+
+def _over_budget(limits: Limits) -> str:
+    return (
+        "the policy's expression modules used up the job's time budget of "
+        f"{limits.yaql_job_seconds:g} s (raise {env_name('yaql_job_seconds')})"
+    )
+
+
+def _timeout_hint() -> str:
+    return f"raise {env_name('yaql_timeout_seconds')} or {env_name('yaql_seconds_per_account')}"
 
 
 def _factor(value: Any) -> float | None:

@@ -12,8 +12,9 @@ hardware-profile price across a deployment.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
@@ -28,6 +29,22 @@ cost 0, enabled."""
 
 # A price times a huge amount can overflow; the largest float keeps every formula finite.
 MAX_COST = sys.float_info.max
+
+
+class ExpressionClock:
+    """The one wall-time budget every ``expression`` module of a job shares
+    (``limits.yaql_job_seconds``), started by the first module that asks."""
+
+    __slots__ = ("deadline",)
+
+    def __init__(self) -> None:
+        self.deadline: float | None = None
+
+    def remaining(self, budget: float) -> float:
+        now = time.monotonic()
+        if self.deadline is None:
+            self.deadline = now + budget
+        return max(0.0, self.deadline - now)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +62,7 @@ class Facts:
     free_share: FloatArray | None
     now: datetime
     limits: Limits
+    expression_clock: ExpressionClock = field(default_factory=ExpressionClock)
 
     @classmethod
     def build(

@@ -42,7 +42,7 @@ from apportion.contracts.policy import (
     user_loc,
 )
 from apportion.errors import Infeasible, Problem, Rejected, json_path
-from apportion.limits import Limits
+from apportion.limits import Limits, env_name
 from apportion.selection import dice, expression, modules
 from apportion.selection.annotate import annotate
 from apportion.selection.distribution import Distribution, names
@@ -105,7 +105,8 @@ def check_policy(policy: Sequence[PolicyModule], limits: Limits) -> None:
     if len(policy) > limits.max_policy_modules:
         raise Rejected.at(
             "policy",
-            f"{len(policy)} modules exceed the limit of {limits.max_policy_modules}",
+            f"{len(policy)} modules exceed the limit of {limits.max_policy_modules} "
+            f"(raise {env_name('max_policy_modules')})",
             code="too_large",
         )
     if policy[0].module not in BASE_MODULES:
@@ -144,7 +145,10 @@ def _check_inputs(
     ):
         if size > limits.max_accounts:
             raise Rejected.at(
-                path, f"{size} entries exceed the limit of {limits.max_accounts}", code="too_large"
+                path,
+                f"{size} entries exceed the limit of {limits.max_accounts} "
+                f"(raise {env_name('max_accounts')})",
+                code="too_large",
             )
     bad = [
         Problem(f"failures.{a}", "a failure count must be ≥ 0")
@@ -243,7 +247,8 @@ def choose(
     if len(present) > limits.max_accounts:
         raise Rejected.at(
             "providers",
-            f"the candidates span {len(present)} accounts, over the limit of {limits.max_accounts}",
+            f"the candidates span {len(present)} accounts, over the limit of {limits.max_accounts} "
+            f"(raise {env_name('max_accounts')})",
             code="too_large",
         )
     settings = {a: accounts.get(a, DEFAULT_ACCOUNT) for a in present}

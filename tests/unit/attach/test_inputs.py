@@ -208,11 +208,18 @@ def test_the_first_limit_exceeded_is_reported_pools_before_compliance() -> None:
     bad = pool("bad", pattrs={"sockets": "many"})
     both = job(consumer(), [bad, wide], None, compliance=compliance)
     assert _details("auto_attach", both, tight) == [
-        ("pools[1].provided_products", "3 products exceed the limit of 2 per job")
+        (
+            "pools[1].provided_products",
+            "3 products exceed the limit of 2 per job (raise APPORTION_LIMITS__MAX_PRODUCTS)",
+        )
     ]
     only_compliance = job(consumer(), [bad], None, compliance=compliance)
     assert _details("auto_attach", only_compliance, tight) == [
-        ("compliance", "2 entitlements exceed the limit of 1 per job")
+        (
+            "compliance",
+            "2 entitlements exceed the limit of 1 per job "
+            "(raise APPORTION_LIMITS__MAX_ENTITLEMENTS)",
+        )
     ]
 
 

@@ -61,7 +61,10 @@ def test_a_huge_string_build_runs_out_of_its_memory_allowance() -> None:
     result, elapsed = _evaluate(bomb, Limits(yaql_max_memory_mib=64, yaql_timeout_seconds=2.0))
     failure = _failure(result)
     assert (failure.name, failure.code) == ("schema[3].size", yaql_eval.MEMORY)
-    assert failure.message == "yaql expression ran out of its memory allowance of 64 MiB"
+    assert failure.message == (
+        "yaql expression ran out of its memory allowance of 64 MiB "
+        "(raise APPORTION_LIMITS__YAQL_MAX_MEMORY_MIB)"
+    )
     assert elapsed < 2.5
     assert result.values == {"before": 2048, "after": 2}  # the child carried on
 
@@ -70,7 +73,7 @@ def test_a_single_huge_string_trips_yaqls_memory_quota_at_once() -> None:
     result, _ = _evaluate("'x' * 200000")
     assert (_failure(result).code, _failure(result).message) == (
         yaql_eval.MEMORY,
-        "yaql expression exceeded yaql's memory quota",
+        "yaql expression exceeded yaql's memory quota (raise APPORTION_LIMITS__YAQL_MEMORY_QUOTA)",
     )
 
 
@@ -94,7 +97,8 @@ def test_an_expression_over_the_length_limit_is_not_parsed() -> None:
     failure = _failure(result)
     assert (failure.code, failure.message) == (
         yaql_eval.TOO_LONG,
-        "yaql expression of 8001 characters exceeds the limit of 4096",
+        "yaql expression of 8001 characters exceeds the limit of 4096 "
+        "(raise APPORTION_LIMITS__YAQL_MAX_EXPRESSION_LENGTH)",
     )
 
 

@@ -83,7 +83,10 @@ def test_inconsistent_inventories_and_usages_are_rejected() -> None:
 
 def test_more_providers_than_the_limit_are_rejected() -> None:
     assert problems([rp("a"), rp("b"), rp("c")], Limits(max_providers=2)) == [
-        ("providers", "3 providers exceed the limit of 2")
+        (
+            "providers",
+            "3 providers exceed the limit of 2 (raise APPORTION_LIMITS__MAX_PROVIDERS)",
+        )
     ]
 
 

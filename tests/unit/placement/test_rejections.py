@@ -224,11 +224,16 @@ def test_a_request_longer_than_the_limit_is_rejected() -> None:
     assert env.status == "rejected"
     assert env.error is not None
     assert env.error.details[0].path == "request"
-    assert env.error.details[0].message == "request of 27 characters exceeds the limit of 20"
+    assert env.error.details[0].message == (
+        "request of 27 characters exceeds the limit of 20 "
+        "(raise APPORTION_LIMITS__MAX_REQUEST_LENGTH)"
+    )
 
 
 def test_more_groups_than_the_limit_are_rejected() -> None:
-    with pytest.raises(Rejected, match=r"more than 2 request groups \(limits.max_request_groups\)"):
+    with pytest.raises(
+        Rejected, match=r"more than 2 request groups \(raise APPORTION_LIMITS__MAX_REQUEST_GROUPS\)"
+    ):
         find(
             HOST,
             "resources_A=VCPU:1&resources_B=VCPU:1&resources_C=VCPU:1",

@@ -100,3 +100,28 @@ def test_counts_are_monotone_in_the_number_of_failures(store: FailureStore) -> N
         seen.append(store.counts(["vsphere-a"], 6, NOW)["vsphere-a"])
 
     assert seen == [1, 2, 3, 4, 5, 6]
+
+
+def test_an_account_keeps_only_its_newest_failures_up_to_the_cap(
+    client: fakeredis.FakeRedis,
+) -> None:
+    store = FailureStore(
+        client, Keys(), retention_seconds=24 * 3600, stream_maxlen=1000, max_per_account=10
+    )
+    for i in range(30):
+        store.record(event(f"e{i}", hours_ago=(30 - i) / 10), NOW)
+
+    kept = [m.decode() for m in client.zrange("apportion:failures:vsphere-a", 0, -1)]
+    assert kept == [f"e{i}" for i in range(20, 30)]
+    assert store.counts(["vsphere-a"], 24, NOW) == {"vsphere-a": 10}
+
+
+def test_a_failure_older_than_the_retention_is_not_recorded_and_says_so(
+    store: FailureStore, client: fakeredis.FakeRedis
+) -> None:
+    outcome = store.record(event("old", hours_ago=25), NOW)
+
+    assert not outcome.recorded
+    assert outcome.outside_retention
+    assert store.counts(["vsphere-a"], 24, NOW) == {"vsphere-a": 0}
+    assert not client.exists("apportion:failures:vsphere-a")

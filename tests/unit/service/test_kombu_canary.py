@@ -1,6 +1,6 @@
 """Canary: the kombu internals workers/broker/transport.py builds on are still there.
 
-The transport subclasses kombu's Redis transport to fix four faults (its docstring).
+The transport subclasses kombu's Redis transport to fix five faults (its docstring).
 That needs members kombu does not promise to keep. Each is named here, so that a kombu
 upgrade that renames or removes one fails with a message naming it, instead of a worker
 that misbehaves under load.
@@ -31,6 +31,19 @@ CHANNEL_INTERNALS = {
     "basic_consume": "overridden: requeues kept messages on reconnection",
     "basic_cancel": "overridden: forgets no-ack queues",
     "active_queues": "the queues the channel consumes from",
+    "_brpop_read": "overridden: an item BRPOP took is recorded and gated (fix 5)",
+    "_in_poll": "reset after a BRPOP reply, as kombu does",
+    "from_transport_options": "extended with the apportion_gate option (fix 5)",
+    "client": "the client the gate's scripts and the dead letters use",
+    "connection_errors": "what the gate re-raises so that kombu reconnects",
+}
+QOS_INTERNALS = {
+    "ack": "overridden: also forgets the delivery count (fix 5)",
+    "reject": "overridden: a requeue keeps the count only when a pool child died",
+    "restore_unacked": "overridden: messages given back unstarted forget their count",
+    "_remove_from_indices": "the pipeline ack and reject extend with the count's DEL",
+    "restore_by_tag": "what a requeue does",
+    "_delivered": "the deliveries restore_unacked gives back",
 }
 TRANSPORT_INTERNALS = {
     "_deliver": "overridden: keeps a message whose delivery failed on a lost connection",
@@ -59,6 +72,38 @@ def test_the_redis_channel_still_has(name: str, why: str) -> None:
     assert name in members or f"self.{name} =" in sources, (
         f"kombu.transport.redis.Channel no longer has {name!r} ({why})"
     )
+
+
+@pytest.mark.parametrize(("name", "why"), QOS_INTERNALS.items())
+def test_the_redis_qos_still_has(name: str, why: str) -> None:
+    sources = "".join(
+        inspect.getsource(cls) for cls in kombu_redis.QoS.__mro__ if cls.__module__ != "builtins"
+    )
+    assert hasattr(kombu_redis.QoS, name) or f"self.{name} =" in sources, (
+        f"kombu.transport.redis.QoS no longer has {name!r} ({why})"
+    )
+
+
+def test_celery_asks_a_request_whether_it_was_revoked_right_before_the_pool() -> None:
+    # workers/broker/requests.py learns that a job reached a pool child from this call.
+    from celery.worker.request import create_request_cls
+
+    source = inspect.getsource(create_request_cls)
+    body = source.split("def execute_using_pool", 1)[1].split("apply_async(", 1)[0]
+    assert "self.revoked()" in body, (
+        "celery's execute_using_pool no longer calls self.revoked() before the pool: "
+        "GatedRequest.revoked no longer marks a hand-off (quarantine counting)"
+    )
+
+
+def test_billiard_delivers_the_soft_time_limit_as_sigusr1() -> None:
+    # workers/results/answers.py holds the soft limit after publishing by replacing the
+    # SIGUSR1 handler of the pool child.
+    import signal
+
+    from billiard import pool
+
+    assert pool.SIG_SOFT_TIMEOUT == signal.SIGUSR1
 
 
 @pytest.mark.parametrize(("name", "why"), TRANSPORT_INTERNALS.items())

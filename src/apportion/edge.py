@@ -1,0 +1,348 @@
+"""The edge: what every job must be before any engine sees it, whatever its kind.
+
+Two checks, both before pydantic and both without recursion (hostile nesting cannot
+raise ``RecursionError`` here):
+
+* :func:`loads` decodes JSON text strictly: at most ``max_payload_bytes``, no
+  ``NaN``/``Infinity`` tokens, and **no duplicate keys** — ``{"size": 1, "size": 9}``
+  means one thing to one parser and another to the next, so it is refused with the
+  key's path instead of letting the last one win.
+* :func:`shape_problem` walks decoded data once: nesting depth, number of values,
+  string and key lengths, strings a JSON encoder cannot write back (lone UTF-16
+  surrogates such as ``"\\ud800"``: the job would be answered but its result could
+  never be serialised), and numbers outside what the engines compute with (integers
+  beyond 64 bits, which float conversion rejects with ``OverflowError``, and
+  non-finite floats, which JSON cannot carry).
+
+Every message names the limit an operator raises (``APPORTION_LIMITS__*``) or, for
+the fixed number range, what the engines support.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from apportion.errors import Problem, Rejected
+from apportion.limits import DEFAULT_LIMITS, Limits, env_name
+
+# Integers the engines compute with: 64-bit signed. Beyond it numpy overflows and
+# float() raises; no size, count or weight in any job comes near it.
+INT_MAX = 2**63 - 1
+INT_MIN = -(2**63)
+_FLOAT_MAX = 1.7976931348623157e308  # finite floats: NaN and ±inf fail both comparisons
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeProblem:
+    """The first thing found wrong with a job's shape, and the code it is answered with."""
+
+    code: str
+    problem: Problem
+
+    def rejected(self) -> Rejected:
+        p = self.problem
+        return Rejected(f"{p.path}: {p.message}", [p], code=self.code)
+
+
+# ---- strict decoding ------------------------------------------------------------------
+
+
+class _Duplicate(dict[str, Any]):
+    """An object that had a key twice: kept (with its last value) so its path can be found."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, pairs: list[tuple[str, Any]], key: str) -> None:
+        super().__init__(pairs)
+        self.key = key
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def decode(
+    text: str | bytes, *, allow_constants: bool = False
+) -> tuple[Any, tuple[str, str] | None]:
+    """JSON text → (value, (path, key) of the first repeated key or None).
+
+    Raises ``ValueError`` for text that is not JSON (``NaN`` and ``Infinity`` included,
+    unless ``allow_constants``: a Python producer's json writes them, and the shape walk
+    then rejects them with their path) and ``RecursionError`` for nesting deeper than
+    the interpreter's stack. The pairs
+    hook costs one C-level dict build and a length comparison per object; the path of
+    a repeated key is only looked for when there is one.
+    """
+    marked: list[_Duplicate] = []
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(pairs)
+        if len(obj) == len(pairs):
+            return obj
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                break
+            seen.add(key)
+        duplicate = _Duplicate(pairs, key)
+        marked.append(duplicate)
+        return duplicate
+
+    if allow_constants:
+        value = json.loads(text, object_pairs_hook=pairs_hook)
+    else:
+        value = json.loads(text, parse_constant=_no_constants, object_pairs_hook=pairs_hook)
+    return value, (_locate_duplicate(value) if marked else None)
+
+
+def loads(text: str | bytes, limits: Limits = DEFAULT_LIMITS) -> Any:
+    """Decode JSON text, refusing what :mod:`json` lets through (see module doc)."""
+    size = len(text)
+    if size > limits.max_payload_bytes:
+        raise Rejected.at(
+            "$",
+            f"payload of {size} bytes exceeds the limit of {limits.max_payload_bytes} bytes "
+            f"(raise {env_name('max_payload_bytes')})",
+            code="too_large",
+        )
+    try:
+        value, duplicate = decode(text)
+    except RecursionError:
+        raise Rejected.at(
+            "$",
+            f"JSON nested too deeply (the limit is {limits.max_json_depth} levels, "
+            f"{env_name('max_json_depth')})",
+            code="too_deep",
+        ) from None
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise Rejected.at("$", f"not valid JSON: {exc}", code="malformed_json") from None
+    if duplicate is not None:
+        raise duplicate_key(*duplicate)
+    return value
+
+
+def duplicate_key(path: str, key: str) -> Rejected:
+    return Rejected.at(
+        path,
+        f"the key {key!r} appears more than once in this object; send each key once "
+        "(which one wins differs between JSON parsers)",
+        code="duplicate_key",
+    )
+
+
+def _locate_duplicate(value: Any) -> tuple[str, str]:
+    stack: list[tuple[Any, str]] = [(value, "$")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, _Duplicate):
+            return _join(path, node.key), node.key
+        if isinstance(node, dict):
+            stack.extend((child, _join(path, k)) for k, child in node.items())
+        elif isinstance(node, list):
+            stack.extend((child, f"{path}[{i}]") for i, child in enumerate(node))
+    raise AssertionError("a marked object is always reachable from the value")
+
+
+def _join(path: str, key: str) -> str:
+    return key if path == "$" else f"{path}.{key}"
+
+
+# ---- the shape walk -------------------------------------------------------------------
+
+
+def _keys_ok(value: dict[Any, Any], max_string: int) -> bool:
+    try:
+        # JSON keys are strings: two C-level passes. isascii() is O(1) per string.
+        return max(map(len, value)) <= max_string and all(map(str.isascii, value))
+    except TypeError:  # a Python caller's non-string key
+        return False
+
+
+def _shape_ok(payload: Any, limits: Limits) -> bool:
+    """The cheap pass: no paths built, only "is anything wrong at all?".
+
+    Decoded JSON holds exact dicts, lists, strs, ints and floats, so ``type(x) is``
+    checks suffice and keep this at a fraction of pydantic's own cost on a large job.
+    """
+    max_depth, max_string = limits.max_json_depth, limits.max_string_length
+    if type(payload) is not dict and type(payload) is not list:
+        return _scalar_ok(payload, max_string)
+    budget = limits.max_json_items
+    stack: list[tuple[Any, int]] = [(payload, 0)]
+    pop, push = stack.pop, stack.append
+    lo, hi, flo, fhi = INT_MIN, INT_MAX, -_FLOAT_MAX, _FLOAT_MAX  # locals: the loop is hot
+    while stack:
+        value, depth = pop()
+        if depth >= max_depth:
+            return False
+        budget -= len(value)
+        if budget < 0:
+            return False
+        if type(value) is dict:
+            if value and not _keys_ok(value, max_string):
+                return False
+            children: Any = value.values()
+        else:
+            children = value
+        for child in children:
+            kind = type(child)
+            if kind is str:
+                if len(child) > max_string or not (child.isascii() or _text_ok(child)):
+                    return False
+            elif kind is dict or kind is list:
+                push((child, depth + 1))
+            elif kind is int:
+                if not lo <= child <= hi:
+                    return False
+            elif kind is float:
+                if not flo <= child <= fhi:
+                    return False
+            elif kind is not bool and child is not None:
+                return False  # not JSON data; the slow pass says where
+    return True
+
+
+def _text_ok(text: str) -> bool:
+    return _SURROGATE.search(text) is None
+
+
+def _scalar_ok(value: Any, max_string: int) -> bool:
+    return _scalar_problem(value, "$", max_string) is None
+
+
+def _scalar_problem(value: Any, path: str, max_string: int) -> ShapeProblem | None:
+    if isinstance(value, str):
+        if len(value) > max_string:
+            return ShapeProblem(
+                "too_large",
+                Problem(
+                    path,
+                    f"a string of {len(value)} characters exceeds the limit of {max_string} "
+                    f"(raise {env_name('max_string_length')})",
+                ),
+            )
+        if not _text_ok(value):
+            return _bad_text(path, "string")
+        return None
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        if INT_MIN <= value <= INT_MAX:
+            return None
+        return ShapeProblem(
+            "number_out_of_range",
+            Problem(
+                path,
+                f"an integer of {len(str(abs(value)))} digits is outside the 64-bit range the "
+                "engines compute in (-9223372036854775808 to 9223372036854775807)",
+            ),
+        )
+    if isinstance(value, float):
+        if -_FLOAT_MAX <= value <= _FLOAT_MAX:
+            return None
+        return ShapeProblem(
+            "number_out_of_range", Problem(path, f"{value!r} is not a finite number")
+        )
+    return ShapeProblem(
+        "invalid_json", Problem(path, f"{type(value).__name__} is not a JSON value")
+    )
+
+
+def _bad_text(path: str, what: str) -> ShapeProblem:
+    return ShapeProblem(
+        "invalid_string",
+        Problem(
+            path,
+            f"the {what} holds a lone UTF-16 surrogate (such as \\ud800), which is not text "
+            "and cannot be written back as JSON",
+        ),
+    )
+
+
+def shape_problem(payload: Any, limits: Limits = DEFAULT_LIMITS) -> ShapeProblem | None:
+    """The first value that breaks a shape rule (see module doc), with its path.
+
+    The paths are only built, in a second walk, when the cheap first walk found a problem.
+    """
+    if _shape_ok(payload, limits):
+        return None
+    return _locate(payload, limits)
+
+
+def _locate(payload: Any, limits: Limits) -> ShapeProblem | None:
+    max_depth, max_string = limits.max_json_depth, limits.max_string_length
+    budget = limits.max_json_items
+    stack: list[tuple[Any, str, int]] = [(payload, "$", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if isinstance(value, dict):
+            items: Any = value.items()
+        elif isinstance(value, list):
+            items = enumerate(value)
+        else:
+            found = _scalar_problem(value, path, max_string)
+            if found is not None:
+                return found
+            continue
+        if depth >= max_depth:
+            return ShapeProblem(
+                "too_deep",
+                Problem(
+                    path,
+                    f"nested deeper than {max_depth} levels (raise {env_name('max_json_depth')})",
+                ),
+            )
+        budget -= len(value)
+        if budget < 0:
+            return ShapeProblem(
+                "too_large",
+                Problem(
+                    path,
+                    f"the job holds more than {limits.max_json_items} values "
+                    f"(raise {env_name('max_json_items')})",
+                ),
+            )
+        for key, child in items:
+            if isinstance(key, int):
+                child_path = f"{path}[{key}]"
+            else:
+                child_path = _join(path, str(key))
+                found = _key_problem(key, path, max_string)
+                if found is not None:
+                    return found
+            stack.append((child, child_path, depth + 1))
+    return None
+
+
+def _key_problem(key: Any, path: str, max_string: int) -> ShapeProblem | None:
+    if not isinstance(key, str):
+        return ShapeProblem(
+            "invalid_json", Problem(path, f"a key of type {type(key).__name__} is not JSON")
+        )
+    if len(key) > max_string:
+        return ShapeProblem(
+            "too_large",
+            Problem(
+                path,
+                f"a key of {len(key)} characters exceeds the limit of {max_string} "
+                f"(raise {env_name('max_string_length')})",
+            ),
+        )
+    if not _text_ok(key):
+        return _bad_text(path, "key")
+    return None
+
+
+__all__ = [
+    "INT_MAX",
+    "INT_MIN",
+    "ShapeProblem",
+    "decode",
+    "duplicate_key",
+    "loads",
+    "shape_problem",
+]

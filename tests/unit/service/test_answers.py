@@ -1,0 +1,98 @@
+"""One answer per job: bounded, published once, the same on the stream and in the backend."""
+
+from __future__ import annotations
+
+import time
+
+import fakeredis
+import pytest
+
+from apportion.contracts import Envelope
+from apportion.limits import Limits
+from apportion.workers.redis.keys import Keys
+from apportion.workers.results.answers import bounded, fingerprint, settle
+from apportion.workers.results.publisher import MemoryPublisher, StreamPublisher
+
+
+def envelope(job_id: str, result: dict[str, object] | None = None) -> Envelope:
+    return Envelope(
+        job_id=job_id,
+        kind="launch_select",
+        status="ok",
+        result=result if result is not None else {"n": 1},
+        engine_version="0.1.0",
+        elapsed_ms=12.5,
+    )
+
+
+def test_an_envelope_over_the_limit_is_replaced_by_a_rejection_naming_the_limit() -> None:
+    big = envelope("j", {"candidates": ["x" * 100] * 100})
+
+    answer, text = bounded(big, Limits(max_envelope_bytes=2048))
+
+    assert answer.status == "rejected"
+    assert answer.error is not None
+    assert answer.error.code == "result_too_large"
+    assert "APPORTION_LIMITS__MAX_ENVELOPE_BYTES" in answer.error.message
+    assert (answer.job_id, answer.kind, answer.elapsed_ms) == ("j", "launch_select", 12.5)
+    assert len(text) < 2048
+
+
+def test_an_envelope_within_the_limit_is_kept_with_its_json() -> None:
+    small = envelope("j")
+
+    answer, text = bounded(small, Limits())
+
+    assert answer is small
+    assert b'"job_id":"j"' in text
+
+
+def test_the_fingerprint_ignores_key_order_and_sees_any_other_difference() -> None:
+    assert fingerprint({"a": 1, "b": [1, 2]}) == fingerprint({"b": [1, 2], "a": 1})
+    assert fingerprint({"a": 1}) != fingerprint({"a": 2})
+    assert fingerprint({"a": "\ud800"})  # lone surrogates still fingerprint
+
+
+def test_a_second_job_with_the_same_id_and_other_content_is_rejected_and_not_published() -> None:
+    pub = MemoryPublisher()
+    first = settle(pub, envelope("j"), fingerprint({"x": 1}))
+
+    second = settle(pub, envelope("j", {"n": 2}), fingerprint({"x": 2}))
+
+    assert first.status == "ok"
+    assert second.status == "rejected"
+    assert second.error is not None
+    assert second.error.code == "duplicate_job_id"
+    assert len(pub.events) == 1
+
+
+def test_the_same_job_again_gets_the_published_envelope_not_a_new_one() -> None:
+    pub = MemoryPublisher()
+    settle(pub, envelope("j", {"dice": 1}), fingerprint({"x": 1}))
+
+    again = settle(pub, envelope("j", {"dice": 2}), fingerprint({"x": 1}))
+
+    assert again.result == {"dice": 1}
+    assert len(pub.events) == 1
+
+
+@pytest.fixture
+def client() -> fakeredis.FakeRedis:
+    return fakeredis.FakeRedis()
+
+
+def test_result_streams_are_trimmed_by_age_as_well_as_by_count(
+    client: fakeredis.FakeRedis,
+) -> None:
+    stream = Keys().results_stream("launch_select")
+    old = int((time.time() - 3 * 86_400) * 1000)
+    for i in range(300):  # three days old: beyond a one-day age limit
+        client.xadd(stream, {"job_id": f"old-{i}"}, id=f"{old}-{i}")
+    pub = StreamPublisher(client, Keys(), maxlen=100_000, dedup_ttl=60, max_age_seconds=86_400)
+
+    pub.publish(envelope("new"))
+
+    # MINID ~ trims whole macro nodes: the old entries go, the new one stays.
+    ids = [fields[b"job_id"] for _, fields in client.xrange(stream)]
+    assert b"new" in ids
+    assert len(ids) < 300

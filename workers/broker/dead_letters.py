@@ -1,0 +1,214 @@
+"""The dead-letter stream: messages a worker will not run, kept for an operator.
+
+Two kinds of message end here, never executed and never restored in a loop:
+
+* **undecodable** ones — not JSON, not a Celery message, a pickle or other content
+  type, a task this worker does not have (workers/broker/gate.py gives the reason);
+* **quarantined** ones — a message handed to workers ``APPORTION_QUARANTINE_AFTER``
+  times (default 2) without an answer: each of those deliveries ended with its worker
+  (or its pool child) dead. Whatever in the job does that, it stops here instead of
+  taking down every worker the fleet starts. A quarantined job gets no envelope: it was
+  never answered, and an operator may requeue it (after an upgrade, say) to get its one
+  answer.
+
+Each entry (``{prefix}:dead-letters``, trimmed to ``APPORTION_DEAD_LETTER_MAXLEN``
+entries and ``APPORTION_DEAD_LETTER_MAX_AGE`` seconds) holds::
+
+    queue     the Redis list it was taken from (requeue pushes it back there)
+    reason    not_json, bad_properties, bad_headers, bad_body, not_a_task_call,
+              content_type, unknown_task, too_large, quarantined, ...
+    detail    one line for a human
+    task      the task name, task_id the task id, when they could be read
+    tag       the delivery tag (its delivery count is reset on requeue)
+    size      the item's size in bytes
+    truncated "1" when ``message`` is only the first APPORTION_DEAD_LETTER_COPY_BYTES
+    message   the queue item as it was queued
+    at        when it was buried (ISO 8601, UTC)
+
+Burying and the removal of the message from kombu's unacknowledged set happen in
+one MULTI/EXEC (or, for what the transport's pop script buries, in that script), so a
+worker killed in between leaves the message in exactly one place. ``apportion
+dead-letters`` lists the entries and requeues one.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+
+from apportion.errors import StoreUnavailable
+from apportion.workers.redis.client import TRANSIENT_ERRORS
+from apportion.workers.redis.keys import Keys
+
+FIELDS = ("queue", "reason", "detail", "task", "task_id", "tag", "size", "truncated", "at")
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    entry_id: str
+    fields: dict[str, str]
+    message: bytes
+
+    @property
+    def reason(self) -> str:
+        return self.fields.get("reason", "")
+
+    @property
+    def truncated(self) -> bool:
+        return self.fields.get("truncated") == "1"
+
+    def summary(self) -> dict[str, Any]:
+        """The entry as JSON data (the message as text, for `apportion dead-letters --json`)."""
+        return {
+            "id": self.entry_id,
+            **{k: self.fields.get(k, "") for k in FIELDS},
+            "message": self.message.decode("utf-8", errors="replace"),
+        }
+
+
+class CannotRequeue(Exception):
+    """The entry is gone, or only a truncated copy of its message was kept."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterPolicy:
+    maxlen: int = 10_000
+    max_age_seconds: int = 7 * 86_400
+    copy_bytes: int = 1024 * 1024
+
+
+def min_id(max_age_seconds: float, now: float | None = None) -> str:
+    """The stream id below which entries are older than ``max_age_seconds`` (XTRIM MINID)."""
+    now = time.time() if now is None else now
+    return f"{max(0, int((now - max_age_seconds) * 1000))}-0"
+
+
+class DeadLetters:
+    def __init__(self, client: redis.Redis, keys: Keys, policy: DeadLetterPolicy) -> None:
+        self._client = client
+        self._keys = keys
+        self.policy = policy
+
+    @property
+    def stream(self) -> str:
+        return self._keys.dead_letters_stream
+
+    def bury(
+        self,
+        item: str | bytes,
+        *,
+        queue: str,
+        reason: str,
+        detail: str,
+        tag: str | None = None,
+        task: str | None = None,
+        task_id: str | None = None,
+        unacked: tuple[str, str] | None = None,
+    ) -> str:
+        """Add one entry; with ``unacked`` (hash, index) also forget the delivery there."""
+        data = item.encode("utf-8", errors="surrogatepass") if isinstance(item, str) else item
+        copy = data[: self.policy.copy_bytes]
+        fields: dict[str, Any] = {
+            "queue": queue,
+            "reason": reason,
+            "detail": detail[:1000],
+            "task": task or "",
+            "task_id": task_id or "",
+            "tag": tag or "",
+            "size": len(data),
+            "truncated": "1" if len(copy) < len(data) else "0",
+            "at": datetime.now(UTC).isoformat(),
+            "message": copy,
+        }
+        try:
+            pipe = self._client.pipeline(transaction=True)
+            pipe.xadd(self.stream, fields, maxlen=self.policy.maxlen, approximate=True)  # type: ignore[arg-type]
+            pipe.xtrim(self.stream, minid=min_id(self.policy.max_age_seconds), approximate=True)
+            if tag:
+                pipe.delete(self._keys.delivery_count(tag))
+                if unacked is not None:
+                    pipe.hdel(unacked[0], tag)
+                    pipe.zrem(unacked[1], tag)
+            entry = pipe.execute()[0]
+        except TRANSIENT_ERRORS as exc:
+            raise StoreUnavailable(f"could not dead-letter a message: {exc}") from exc
+        return entry.decode() if isinstance(entry, bytes) else str(entry)
+
+    def newest(self, count: int = 50, reason: str | None = None) -> list[DeadLetter]:
+        """The newest ``count`` entries (of ``reason`` only, if given), newest first."""
+        out: list[DeadLetter] = []
+        upper = "+"
+        page = max(count, 100)
+        while len(out) < count:
+            batch: Any = self._client.xrevrange(self.stream, max=upper, min="-", count=page)
+            for entry_id, fields in batch:
+                letter = _letter(entry_id, fields)
+                if reason is None or letter.reason == reason:
+                    out.append(letter)
+            if len(batch) < page:
+                break
+            upper = f"({_text(batch[-1][0])}"  # exclusive: the next page starts below it
+        return out[:count]
+
+    def get(self, entry_id: str) -> DeadLetter | None:
+        found: Any = self._client.xrange(self.stream, min=entry_id, max=entry_id)
+        return _letter(*found[0]) if found else None
+
+    def requeue(self, entry_id: str) -> DeadLetter:
+        """Push the entry's message back onto its queue (at the end of the line), reset
+        its delivery count and remove the entry, in one transaction."""
+        letter = self.get(entry_id)
+        if letter is None:
+            raise CannotRequeue(f"no dead letter {entry_id} (trimmed, or already requeued)")
+        if letter.truncated:
+            raise CannotRequeue(
+                f"only the first {len(letter.message)} of {letter.fields.get('size')} bytes of "
+                f"{entry_id} were kept (APPORTION_DEAD_LETTER_COPY_BYTES): it cannot be requeued"
+            )
+        queue = letter.fields.get("queue", "")
+        if not queue:
+            raise CannotRequeue(f"{entry_id} does not say which queue it came from")
+        pipe = self._client.pipeline(transaction=True)
+        pipe.lpush(queue, letter.message)  # the producers' end: FIFO, behind waiting jobs
+        tag = letter.fields.get("tag")
+        if tag:
+            pipe.delete(self._keys.delivery_count(tag))
+        pipe.xdel(self.stream, entry_id)
+        pipe.execute()
+        return letter
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _letter(entry_id: Any, raw: dict[Any, Any]) -> DeadLetter:
+    fields = {_text(k): _text(v) for k, v in raw.items() if _text(k) != "message"}
+    message = raw.get(b"message", raw.get("message", b""))
+    if isinstance(message, str):
+        message = message.encode()
+    return DeadLetter(_text(entry_id), fields, message)
+
+
+def describe(letter: DeadLetter) -> str:
+    """One line per entry for `apportion dead-letters`."""
+    f = letter.fields
+    who = f.get("task") or "?"
+    if f.get("task_id"):
+        who += f"[{f['task_id']}]"
+    reason, queue, detail = f.get("reason", ""), f.get("queue", ""), f.get("detail", "")
+    return f"{letter.entry_id}  {reason:<16} {queue:<10} {who} — {detail}"
+
+
+__all__ = [
+    "CannotRequeue",
+    "DeadLetter",
+    "DeadLetterPolicy",
+    "DeadLetters",
+    "describe",
+    "min_id",
+]

@@ -1,0 +1,92 @@
+"""Celery's request for apportion's tasks: what the main process learns about a job.
+
+Set as the tasks' ``Request`` (tasks/jobs.py: Celery's documented ``Task.Request``).
+Three things only the worker's main process sees:
+
+* **the job reached a pool child** — Celery calls ``revoked()`` just before it sends a
+  job to the pool; the transport's QoS is told, so that a message given back at
+  shutdown keeps its delivery count only if it had been started (quarantine,
+  workers/broker/transport.py);
+* **the pool child died running it** (``WorkerLostError``: OOM, a segfault, a kill) —
+  the QoS keeps the message's delivery count when Celery requeues it, so a job that
+  kills every child it reaches is quarantined after ``APPORTION_QUARANTINE_AFTER``
+  deliveries instead of going round for ever;
+* **the hard time limit killed the child** — Celery would store FAILURE while the
+  stream holds the job's answer, or nothing at all. Here the answer is the published
+  envelope if the job got that far, else a ``time_limit`` rejection published once;
+  it is stored as the task's result and the message acknowledged. If Redis cannot be
+  reached for that, Celery's own handling applies.
+
+``revoked()`` being called from Celery's ``execute_using_pool`` is an internal;
+tests/unit/service/test_transport_canary.py fails with a clear message if an upgrade
+changes it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from billiard.einfo import ExceptionWithTraceback
+from billiard.exceptions import TimeLimitExceeded, WorkerLostError
+from celery.worker import state
+from celery.worker.request import Request
+
+log = logging.getLogger("apportion.requests")
+
+
+def _tell_qos(message: Any, what: str) -> None:
+    qos = getattr(getattr(message, "channel", None), "qos", None)
+    method = getattr(qos, what, None)  # only apportion's transport has these
+    if method is not None:
+        method(message.delivery_tag)
+
+
+class GatedRequest(Request):  # type: ignore[misc]
+    def revoked(self) -> bool:
+        _tell_qos(self.message, "handed_to_pool")
+        revoked: bool = super().revoked()
+        return revoked
+
+    def on_failure(
+        self, exc_info: Any, send_failed_event: bool = True, return_ok: bool = False
+    ) -> Any:
+        exc = exc_info.exception
+        if isinstance(exc, ExceptionWithTraceback):
+            exc = exc.exc
+        if isinstance(exc, TimeLimitExceeded) and not state.should_terminate:
+            # billiard reports a hard time limit here first, then calls on_timeout,
+            # which answers the job (below): storing FAILURE here would contradict it.
+            return None
+        # Celery treats a child's SystemExit/KeyboardInterrupt as a lost worker too.
+        if isinstance(exc, WorkerLostError | SystemExit | KeyboardInterrupt):
+            _tell_qos(self.message, "child_died")
+        return super().on_failure(exc_info, send_failed_event, return_ok)
+
+    def on_timeout(self, soft: bool, timeout: float) -> None:
+        if soft or state.should_terminate:
+            super().on_timeout(soft, timeout)
+            return
+        from apportion.tasks.jobs import answer_hard_time_limit
+
+        try:
+            answer = answer_hard_time_limit(self.name, self.id, self.args, self.kwargs)
+        except Exception:
+            log.exception("could not answer %s[%s] after its hard time limit", self.name, self.id)
+            super().on_timeout(soft, timeout)
+            return
+        log.error(
+            "Hard time limit (%ss) exceeded for %s[%s]: answered %s",
+            timeout,
+            self.name,
+            self.id,
+            (answer.get("error") or {}).get("code", answer.get("status")),
+        )
+        state.task_ready(self)
+        self.task.backend.mark_as_done(self.id, answer, request=self._context)
+        if self.task.acks_late:
+            self.acknowledge()
+        self.send_event("task-succeeded", result=repr(answer)[:100], runtime=timeout)
+
+
+__all__ = ["GatedRequest"]

@@ -1,0 +1,160 @@
+"""One answer per job: the envelope on the result stream and in the result backend agree.
+
+The task publishes an envelope on the stream (once per job_id) and returns one for
+Celery to store in the result backend. They used to differ: a redelivered job returned
+a freshly computed envelope while the stream kept the first one (launch_select's dice
+may differ), a second job reusing a job_id was silently dropped from the stream but
+stored as if answered, and a soft time limit firing after the event was published
+turned the backend's record into a FAILURE next to an ``ok`` event. Here:
+
+* :func:`settle` publishes and returns what the backend must store: the envelope just
+  published; for a job_id already answered, the envelope the stream holds when the job
+  is the same (same :func:`fingerprint`), or a ``rejected``/``duplicate_job_id``
+  envelope of its own when it is a different job (its producer reads it by task id; the
+  stream keeps exactly one event per job_id);
+* :func:`bounded` replaces an envelope larger than ``APPORTION_LIMITS__MAX_ENVELOPE_BYTES``
+  by a ``rejected``/``result_too_large`` one before anything is stored (launch_select
+  stays under it by truncating its candidates; this is the bound for everything else);
+* :func:`hold_soft_limit` makes a soft time limit that fires after publishing harmless
+  until the task has returned and Celery has stored the result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import signal
+import threading
+from typing import Any
+
+from apportion import ENGINE_VERSION
+from apportion.codec import encode
+from apportion.contracts import Envelope, ErrorInfo
+from apportion.limits import Limits, env_name
+from apportion.workers.results.publisher import ResultPublisher
+
+log = logging.getLogger("apportion.answers")
+
+
+def envelope_json(envelope: Envelope) -> bytes:
+    """The envelope as compact JSON, made once for the stream entry and the size bound."""
+    return encode(envelope.as_dict())
+
+
+def fingerprint(job: Any) -> str:
+    """A digest of the job's content (key order ignored), kept next to its job_id."""
+    try:
+        text = json.dumps(job, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):  # not JSON data (a Python caller's)
+        text = f"<{type(job).__name__}>"
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def bounded(envelope: Envelope, limits: Limits) -> tuple[Envelope, bytes]:
+    """``envelope`` and its JSON, or a ``result_too_large`` rejection if it is over the limit."""
+    text = envelope_json(envelope)
+    if len(text) <= limits.max_envelope_bytes:
+        return envelope, text
+    log.warning(
+        "job %s (%s): a %d-byte result envelope replaced by result_too_large",
+        envelope.job_id,
+        envelope.kind,
+        len(text),
+    )
+    replacement = Envelope(
+        job_id=envelope.job_id,
+        kind=envelope.kind,
+        status="rejected",
+        error=ErrorInfo(
+            code="result_too_large",
+            message=f"the result envelope would be {len(text)} bytes, over the limit of "
+            f"{limits.max_envelope_bytes} bytes; ask for a smaller result or raise "
+            f"{env_name('max_envelope_bytes')}",
+        ),
+        engine_version=ENGINE_VERSION,
+        elapsed_ms=envelope.elapsed_ms,
+    )
+    return replacement, envelope_json(replacement)
+
+
+def duplicate_job_id(envelope: Envelope, dedup_ttl: int) -> Envelope:
+    """The answer to a job that reuses the job_id of a different, already answered job."""
+    return Envelope(
+        job_id=envelope.job_id,
+        kind=envelope.kind,
+        status="rejected",
+        error=ErrorInfo(
+            code="duplicate_job_id",
+            message=f"job_id {envelope.job_id!r} was already answered for a job with "
+            "different content; give each job its own job_id (a job_id is remembered for "
+            f"APPORTION_DEDUP_TTL={dedup_ttl} s)",
+        ),
+        engine_version=ENGINE_VERSION,
+        elapsed_ms=envelope.elapsed_ms,
+    )
+
+
+def settle(
+    publisher: ResultPublisher,
+    envelope: Envelope,
+    fingerprint: str,
+    text: bytes | None = None,
+    *,
+    dedup_ttl: int = 86_400,
+) -> Envelope:
+    """Publish ``envelope`` once; return the envelope the result backend must store."""
+    done = publisher.publish_once(envelope, fingerprint, text)
+    if done.new:
+        return envelope
+    if not done.same_content:
+        log.info("job_id %s (%s) reused by a different job", envelope.job_id, envelope.kind)
+        return duplicate_job_id(envelope, dedup_ttl)
+    if done.entry_id:
+        published = publisher.published_envelope(envelope.kind, done.entry_id)
+        if published is not None:
+            return Envelope.from_dict(published)
+    # The event was trimmed away (older than the stream keeps): the job is the same and
+    # engines are deterministic, so this envelope is its answer.
+    return envelope
+
+
+# ---- the soft time limit after publishing ------------------------------------------
+
+_held: Any = None
+
+
+def _too_late(signum: int, frame: Any) -> None:
+    log.warning("soft time limit reached after the answer was published; ignored")
+
+
+def hold_soft_limit() -> None:
+    """From now until the task's result is stored, a soft time limit does not raise.
+
+    Celery delivers the soft limit as SIGUSR1 to the pool child (billiard); once the
+    answer is on the stream, raising would only turn the backend's record into a
+    FAILURE. :func:`release_soft_limit` (at ``task_postrun``, after Celery stored the
+    result) puts the pool's handler back. Outside a pool child's main thread: no-op.
+    """
+    global _held
+    if threading.current_thread() is not threading.main_thread() or _held is not None:
+        return
+    _held = signal.signal(signal.SIGUSR1, _too_late)
+
+
+def release_soft_limit(**_: Any) -> None:
+    global _held
+    if _held is not None:
+        signal.signal(signal.SIGUSR1, _held)
+        _held = None
+
+
+__all__ = [
+    "bounded",
+    "duplicate_job_id",
+    "envelope_json",
+    "fingerprint",
+    "hold_soft_limit",
+    "release_soft_limit",
+    "settle",
+]
