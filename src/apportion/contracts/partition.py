@@ -1,4 +1,4 @@
-"""partition job and result (SPEC.md §2.5)."""
+"""partition job and result."""
 
 from __future__ import annotations
 
