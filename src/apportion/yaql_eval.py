@@ -7,7 +7,7 @@ reused by the selection engine's ``expression`` module, so the API is general::
     result.raise_if_failed()          # Rejected naming every failing path
     result.values["schema[3].size"]   # -> 4096
 
-Every expression is bounded in four ways (docs/contract.md#limits):
+Every expression is bounded in four ways:
 
 * **length** — ``limits.yaql_max_expression_length``, checked before parsing;
 * **iterations** — yaql's own ``yaql.limitIterators`` (``limits.yaql_max_iterations``):
@@ -31,16 +31,16 @@ and streams one JSON line per expression through a pipe. The parent waits on the
 with ``select`` until the deadline and then SIGKILLs the child; the last expression the
 child announced and did not finish is the one blamed.
 
-Cost: one fork per batch, not per expression. A batch of one trivial expression costs
-~5-8 ms in a worker with numpy, scipy and pydantic loaded (fork ≈ 3 ms for the page
-tables, the rest is the child's first copy-on-write faults and the pipe; measured by
-bench/bench_partition.py, recorded in bench/partition.md), against the 100 ms budget
-of a partition job. A child that reported everything is not waited for (its exit takes
-another ~4 ms to tear down the copied address space); it is reaped at the next batch.
-Identical expressions in one batch are evaluated once. Alternatives considered: a
-long-lived evaluator process would save the fork but needs a restart protocol after
-every kill and must be sent the data; a fresh ``subprocess`` pays ~100 ms to import
-yaql; a thread cannot be killed.
+Cost: one fork per batch, not per expression, and only for expressions that are not
+proven cheap (see "cheap expressions" below: those run in-process, with the same
+results). A fork costs a few milliseconds in a worker with numpy, scipy and pydantic
+loaded (the page tables, then the child's first copy-on-write faults and the pipe),
+more than evaluating a typical schema's expressions. A child that reported everything
+is not waited for (its exit tears down a copy of the address space); it is reaped at
+the next batch. Identical expressions in one batch are evaluated once. Alternatives
+considered: a long-lived evaluator process would save the fork but needs a restart
+protocol after every kill and must be sent the data; a fresh ``subprocess`` pays
+~100 ms to import yaql; a thread cannot be killed.
 
 POSIX only (``os.fork``); the worker runs on Linux.
 """
@@ -67,6 +67,7 @@ from typing import Any
 
 import yaql
 from yaql.language import exceptions as yaql_exceptions
+from yaql.language import expressions
 from yaql.language import utils as yaql_utils
 
 from apportion.errors import Problem, Rejected
@@ -96,8 +97,8 @@ class BatchResult:
     """Values of the expressions that succeeded, and the failures.
 
     A name is in exactly one of ``values`` and ``failures`` — except after a timeout
-    or a killed child, when the expressions after the blamed one were never run and
-    appear in neither (the batch has failed anyway).
+    or a killed child, when the child's expressions after the blamed one were never
+    run and appear in neither (the batch has failed anyway).
     """
 
     values: Mapping[str, Any]
@@ -248,6 +249,48 @@ def _child_limits(limits: Limits, timeout: float) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (allowed, hard))
 
 
+def _result_line(
+    index: int,
+    expression: Any,
+    context: Any,
+    limits: Limits,
+    errors: tuple[type[BaseException], ...],
+) -> str:
+    """One expression's outcome as the JSON line the child sends (value or failure).
+
+    ``errors`` are the exceptions reported as the expression's failure: everything in
+    the child, which only evaluates; the evaluation errors in-process, where a worker's
+    own signals (a soft time limit, an interrupt) must go on up.
+    """
+    try:
+        # A child context per expression: `let` bindings do not leak between them.
+        value = expression.evaluate(context=context.create_child_context())
+    except errors as exc:
+        code, message = _classify(exc, limits)
+        return json.dumps({"i": index, "code": code, "e": message})
+    try:
+        return json.dumps({"i": index, "v": value}, default=_to_data, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        message = (
+            "the result is not a finite number"
+            if isinstance(exc, ValueError) and "float" in str(exc)
+            else f"the result cannot be returned as data: {_short(exc)}"
+        )
+        return json.dumps({"i": index, "code": NOT_DATA, "e": message})
+
+
+def _within_budget(index: int, line: str, budget: int) -> tuple[str, int]:
+    if len(line) + 1 > budget:
+        line = json.dumps({"i": index, "code": MEMORY, "e": "the result is too large"})
+    return line, budget - (len(line) + 1)
+
+
+def _data_context(data: Any) -> Any:
+    context = _root_context().create_child_context()
+    context["$"] = yaql_utils.convert_input_data(data)
+    return context
+
+
 def _child_main(
     write_fd: int,
     parsed: list[tuple[str, Any]],
@@ -264,29 +307,11 @@ def _child_main(
             view = view[os.write(write_fd, view) :]
 
     _child_limits(limits, timeout)
-    context = _root_context().create_child_context()
-    context["$"] = yaql_utils.convert_input_data(data)
+    context = _data_context(data)
     for index, (_name, expression) in enumerate(parsed):
         emit(json.dumps({"start": index}))
-        try:
-            # A child context per expression: `let` bindings do not leak between them.
-            value = expression.evaluate(context=context.create_child_context())
-        except BaseException as exc:
-            code, message = _classify(exc, limits)
-            line = json.dumps({"i": index, "code": code, "e": message})
-        else:
-            try:
-                line = json.dumps({"i": index, "v": value}, default=_to_data, allow_nan=False)
-            except (TypeError, ValueError) as exc:
-                message = (
-                    "the result is not a finite number"
-                    if isinstance(exc, ValueError) and "float" in str(exc)
-                    else f"the result cannot be returned as data: {_short(exc)}"
-                )
-                line = json.dumps({"i": index, "code": NOT_DATA, "e": message})
-        if len(line) + 1 > budget:
-            line = json.dumps({"i": index, "code": MEMORY, "e": "the result is too large"})
-        budget -= len(line) + 1
+        line = _result_line(index, expression, context, limits, (BaseException,))
+        line, budget = _within_budget(index, line, budget)
         emit(line)
     emit(json.dumps({"done": True}))
 
@@ -306,6 +331,143 @@ def _run_child(
         code = 70
     finally:
         os._exit(code)  # never run the parent's atexit handlers or flush its buffers
+
+
+# ---- cheap expressions: proven bounded, evaluated without a child --------------------
+#
+# The child exists because nothing in-process can stop an expression that runs away.
+# But the expressions a schema actually holds — ``$.ram * 2``, ``$.disks.where($.type =
+# "ssd")``, the seed's swap rule — are small, and the fork alone costs more than
+# evaluating them. So an expression whose work is proven small and bounded, from its
+# parsed form and the shape of the data, is evaluated in-process; everything else still
+# goes to the child. An expression is *cheap* when:
+#
+# * it calls only functions from ``_ALLOWED``, whose cost is linear in the size
+#   of their arguments (no ``range``, ``pow``, regexes, string formatting, sorting,
+#   user lambdas, or anything reading the clock);
+# * no iterating function (``_ITERATING``) appears inside another's arguments,
+#   so a lambda runs at most once per element of one collection;
+# * it has at most ``_MAX_ARITHMETIC`` arithmetic operators and every number in it
+#   and in the data is below 2⁶³, so no number grows past a few hundred digits (big-
+#   integer work is what a runaway would spend its time on);
+# * the estimated number of yaql calls — those outside lambdas once, those inside an
+#   iterating function once per element of the longest collection (doubled for every
+#   ``+``/``*``, which can concatenate or repeat collections) — is at most
+#   ``_MAX_CALLS`` (yaql spends ~30 µs per call, so a few tens of milliseconds at
+#   worst).
+#
+# Memory stays bounded by yaql's own quota, which yaql checks before it builds a repeated
+# string or list. Anything the check cannot prove cheap (unknown node types included)
+# is simply not cheap.
+
+
+_ITERATING = frozenset(
+    {"where", "select", "any", "all", "count", "len", "sum", "max", "min", "first", "last"}
+    | {"contains", "#operator_in", "isEmpty", "toList", "keys", "values"}
+)
+_ARITHMETIC = frozenset(
+    {"#operator_+", "#operator_-", "#operator_*", "#operator_/", "#operator_mod"}
+    | {"#unary_operator_-", "#unary_operator_+"}
+)
+_GROWING = frozenset({"#operator_+", "#operator_*"})
+_ALLOWED = (
+    _ITERATING
+    | _ARITHMETIC
+    | frozenset(
+        {"#get_context_data", "#operator_.", "#operator_?.", "#indexer", "#list", "#map"}
+        | {"*equal", "*not_equal", "#operator_<", "#operator_>", "#operator_<=", "#operator_>="}
+        | {"#operator_and", "#operator_or", "#unary_operator_not", "#operator_->"}
+        | {"let", "selectCase", "switchCase", "switch", "get", "int", "float", "round"}
+        | {"abs", "bool", "str"}
+    )
+)
+_MAX_ARITHMETIC = 8
+_MAX_CALLS = 2_000
+_MAX_DEPTH = 40
+_SMALL = 2**63
+
+
+@dataclass(frozen=True, slots=True)
+class DataShape:
+    """What the check needs to know about ``$``: its longest collection, its numbers."""
+
+    longest: int  # elements of the longest list or mapping
+    small_numbers: bool  # every number is below 2**63 in magnitude
+
+
+def shape_of(data: Any) -> DataShape:
+    """One iterative pass over JSON data (no recursion, whatever the nesting)."""
+    longest, small, stack = 0, True, [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            longest = max(longest, len(value))
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            longest = max(longest, len(value))
+            stack.extend(value)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            small = small and abs(value) < _SMALL
+    return DataShape(longest, small)
+
+
+@dataclass(slots=True)
+class _Count:
+    calls: int = 0  # yaql calls outside any lambda
+    per_element: int = 0  # calls inside iterating functions' arguments, per element
+    arithmetic: int = 0
+    growing: int = 0
+    literals: int = 0  # constants: a literal list is at most this long
+
+
+def is_cheap(statement: Any, shape: DataShape) -> bool:
+    """Whether ``statement`` (a parsed expression) is proven cheap on data of ``shape``."""
+    if not shape.small_numbers:
+        return False
+    count = _Count()
+    if not _walk(statement, count, inside=False, depth=0):
+        return False
+    if count.arithmetic > _MAX_ARITHMETIC:
+        return False
+    elements = max(shape.longest, count.literals, 1) << count.growing
+    return count.calls + count.per_element * elements <= _MAX_CALLS
+
+
+def _walk(node: Any, count: _Count, *, inside: bool, depth: int) -> bool:
+    if depth > _MAX_DEPTH:
+        return False
+    if isinstance(node, expressions.Statement):
+        return _walk(node.expression, count, inside=inside, depth=depth + 1)
+    if isinstance(node, expressions.Constant):  # KeywordConstant included
+        count.literals += 1
+        value = node.value
+        return not isinstance(value, int | float) or isinstance(value, bool) or abs(value) < _SMALL
+    if isinstance(node, expressions.Wrap):
+        return _walk(node.expr, count, inside=inside, depth=depth + 1)
+    if isinstance(node, expressions.MappingRuleExpression):
+        return all(
+            _walk(part, count, inside=inside, depth=depth + 1)
+            for part in (node.source, node.destination)
+        )
+    if isinstance(node, expressions.Function):
+        return _function(node, count, inside=inside, depth=depth)
+    return False
+
+
+def _function(node: expressions.Function, count: _Count, *, inside: bool, depth: int) -> bool:
+    name = node.name
+    if name not in _ALLOWED:
+        return False
+    iterating = name in _ITERATING
+    if iterating and inside:  # a lambda inside a lambda: elements × elements
+        return False
+    if inside:
+        count.per_element += 1
+    else:
+        count.calls += 1
+    count.arithmetic += name in _ARITHMETIC
+    count.growing += name in _GROWING
+    return all(_walk(arg, count, inside=inside or iterating, depth=depth + 1) for arg in node.args)
 
 
 # ---- the parent --------------------------------------------------------------------
@@ -408,11 +570,30 @@ def _evaluate_in_child(
         raise
     finally:
         os.close(read_fd)
+    values, failures, running = _read_records(raw.split(b"\n"), parsed)
+    if running is not None:
+        name = parsed[running][0]
+        if timed_out:
+            message = f"yaql evaluation exceeded the time limit of {timeout:g} s"
+            failures.append(YaqlFailure(name, TIMEOUT, message))
+        else:
+            message = "yaql evaluation exceeded its CPU or memory limit and was stopped"
+            failures.append(YaqlFailure(name, MEMORY, message))
+    elif len(values) + len(failures) < len(parsed):
+        # The child died (or was stopped) between expressions: blame the next one.
+        name = parsed[len(values) + len(failures)][0]
+        failures.append(YaqlFailure(name, ERROR, "yaql evaluation was stopped"))
+    return values, failures
 
+
+def _read_records(
+    lines: list[bytes], parsed: list[tuple[str, Any]]
+) -> tuple[dict[str, Any], list[YaqlFailure], int | None]:
+    """Values and failures from result lines, and the expression still running, if any."""
     values: dict[str, Any] = {}
     failures: list[YaqlFailure] = []
     running: int | None = None
-    for line in raw.split(b"\n"):
+    for line in lines:
         if not line.strip():
             continue
         try:
@@ -430,19 +611,168 @@ def _evaluate_in_child(
             values[name] = record["v"]
         else:
             failures.append(YaqlFailure(name, str(record["code"]), str(record["e"])))
-    if running is not None:
-        name = parsed[running][0]
-        if timed_out:
-            message = f"yaql evaluation exceeded the time limit of {timeout:g} s"
-            failures.append(YaqlFailure(name, TIMEOUT, message))
-        else:
-            message = "yaql evaluation exceeded its CPU or memory limit and was stopped"
-            failures.append(YaqlFailure(name, MEMORY, message))
-    elif len(values) + len(failures) < len(parsed):
-        # The child died (or was stopped) between expressions: blame the next one.
-        name = parsed[len(values) + len(failures)][0]
-        failures.append(YaqlFailure(name, ERROR, "yaql evaluation was stopped"))
+    return values, failures, running
+
+
+# What a cheap expression's evaluation may raise as its own failure; anything else (a
+# worker's soft time limit, KeyboardInterrupt) is not the expression's fault and goes up.
+_EVALUATION_ERRORS: tuple[type[BaseException], ...] = (
+    yaql_exceptions.YaqlException,
+    ArithmeticError,
+    LookupError,
+    TypeError,
+    ValueError,
+    AttributeError,
+    RecursionError,
+    StopIteration,
+    MemoryError,
+    AssertionError,
+)
+
+
+def _evaluate_here(
+    parsed: list[tuple[str, Any]], data: Any, limits: Limits
+) -> tuple[dict[str, Any], list[YaqlFailure]]:
+    """Expressions proven cheap (:func:`is_cheap`), evaluated in this process.
+
+    The same evaluation and the same JSON lines as in the child, so the values and
+    failures are the ones the child would report.
+    """
+    context = None
+    budget = limits.max_payload_bytes
+    lines = []
+    for index, (_name, expression) in enumerate(parsed):
+        line = _plain_line(index, expression, data, limits.yaql_max_iterations)
+        if line is None:
+            context = context or _data_context(data)
+            line = _result_line(index, expression, context, limits, _EVALUATION_ERRORS)
+        line, budget = _within_budget(index, line, budget)
+        lines.append(line.encode())
+    values, failures, _ = _read_records(lines, parsed)
     return values, failures
+
+
+# ---- plain expressions: yaql's answer without yaql's dispatch ------------------------
+#
+# yaql resolves every call among its overloads (~30 µs each), so a selection such as
+# ``$.disks.where($.type = "ssd")`` over 24 disks costs ~3 ms. The few operations below
+# are evaluated directly, with yaql's own semantics, on the *happy path only*: a key
+# that is present, numbers that are not booleans, a list no longer than yaql's
+# iteration limit, a predicate that gives a boolean. Anything else (a missing key, a
+# division by zero, another type, another function) declines, and yaql evaluates the
+# whole expression, so errors and their messages are always yaql's own. Tests compare
+# both ways on generated expressions and data.
+
+
+class _Decline(Exception):
+    """The direct evaluation leaves this expression to yaql."""
+
+
+_SCALARS = (str, int, float, bool, type(None))
+_NUMBER_OPERATORS: dict[str, Any] = {
+    "#operator_+": lambda a, b: a + b,
+    "#operator_-": lambda a, b: a - b,
+    "#operator_*": lambda a, b: a * b,
+    # yaql's division: whole numbers divide to a whole number (floor), as upstream.
+    "#operator_/": lambda a, b: a // b if isinstance(a, int) and isinstance(b, int) else a / b,
+}
+_ORDER_OPERATORS: dict[str, Any] = {
+    "#operator_<": lambda a, b: a < b,
+    "#operator_>": lambda a, b: a > b,
+    "#operator_<=": lambda a, b: a <= b,
+    "#operator_>=": lambda a, b: a >= b,
+}
+
+
+def _plain_line(index: int, expression: Any, data: Any, limit: int) -> str | None:
+    """The result line for ``expression`` evaluated directly, or None to ask yaql."""
+    try:
+        value = _direct(expression, data, limit)
+    except (_Decline, RecursionError):
+        return None
+    try:
+        return json.dumps({"i": index, "v": value}, allow_nan=False)
+    except ValueError:  # a non-finite number: yaql's path words that failure
+        return None
+
+
+def _direct(node: Any, dollar: Any, limit: int) -> Any:
+    if isinstance(node, expressions.Statement):
+        return _direct(node.expression, dollar, limit)
+    if type(node) is expressions.Constant:  # not a KeywordConstant (an identifier)
+        if isinstance(node.value, _SCALARS):
+            return node.value
+        raise _Decline
+    if isinstance(node, expressions.GetContextValue):
+        if node.path.value == "$":
+            return dollar
+        raise _Decline
+    if type(node) in (expressions.BinaryOperator, expressions.Function):
+        if node.name == "#operator_.":
+            return _member(node.args[0], node.args[1], dollar, limit)
+        if len(node.args) == 2:
+            left, right = (_direct(arg, dollar, limit) for arg in node.args)
+            return _binary(node.name, left, right)
+    raise _Decline
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _binary(name: str, left: Any, right: Any) -> Any:
+    if name in ("*equal", "*not_equal"):
+        if isinstance(left, _SCALARS) and isinstance(right, _SCALARS):
+            return (left == right) == (name == "*equal")
+        raise _Decline
+    if _number(left) and _number(right):
+        if name in _NUMBER_OPERATORS and not (name == "#operator_/" and right == 0):
+            return _NUMBER_OPERATORS[name](left, right)
+        if name in _ORDER_OPERATORS:
+            return _ORDER_OPERATORS[name](left, right)
+    raise _Decline
+
+
+def _member(receiver: Any, member: Any, dollar: Any, limit: int) -> Any:
+    """``receiver.key``, ``receiver.len()`` or ``receiver.where(predicate)``."""
+    value = _direct(receiver, dollar, limit)
+    if type(member) is expressions.KeywordConstant:
+        if isinstance(value, dict) and member.value in value:
+            return value[member.value]
+        raise _Decline
+    if type(member) is not expressions.Function:
+        raise _Decline
+    if member.name == "len" and not member.args and isinstance(value, list | dict | str):
+        return len(value)
+    if member.name == "where" and len(member.args) == 1 and isinstance(value, list):
+        if len(value) >= limit:
+            raise _Decline
+        kept = []
+        for item in value:
+            verdict = _direct(member.args[0], item, limit)
+            if not isinstance(verdict, bool):
+                raise _Decline
+            if verdict:
+                kept.append(item)
+        return kept
+    raise _Decline
+
+
+def _evaluate(
+    parsed: list[tuple[str, Any]], data: Any, limits: Limits, timeout: float
+) -> list[tuple[dict[str, Any], list[YaqlFailure]]]:
+    """Cheap expressions here, the rest in one child: (values, failures) of each part."""
+    if not parsed:
+        return []
+    shape = shape_of(data)
+    here = [(text, tree) for text, tree in parsed if is_cheap(tree, shape)]
+    there = [(text, tree) for text, tree in parsed if not is_cheap(tree, shape)]
+    parts = [_evaluate_here(here, data, limits)] if here else []
+    if there:
+        _root_context()  # build before forking so every child inherits it warm
+        _prctl()
+        parts.append(_evaluate_in_child(there, data, limits, timeout))
+    return parts
 
 
 def evaluate_batch(
@@ -479,10 +809,7 @@ def evaluate_batch(
         else:
             parsed.append((text, outcome))
     values: dict[str, Any] = {}
-    if parsed:
-        _root_context()  # build before forking so every child inherits it warm
-        _prctl()
-        by_text, late = _evaluate_in_child(parsed, data, limits, timeout)
+    for by_text, late in _evaluate(parsed, data, limits, timeout):
         for text, value in by_text.items():
             for name in names_of[text]:
                 values[name] = value

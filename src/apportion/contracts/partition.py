@@ -1,4 +1,4 @@
-"""partition job and result (docs/contract.md#partition)."""
+"""partition job and result."""
 
 from __future__ import annotations
 

@@ -20,12 +20,15 @@ from apportion.errors import Infeasible
 from apportion.partition import convert, dynamic, feasibility, integer, lp, model, schema
 
 if TYPE_CHECKING:
-    from apportion.contracts.partition import PartitionJob, PartitionResult
+    from apportion.contracts.partition import PartitionJob
     from apportion.engine import Context
 
 
-def solve(job: PartitionJob, ctx: Context) -> PartitionResult:
-    """Lay the job's spaces out on its disks in whole MiB (docs/contract.md#partition)."""
+def solve(job: PartitionJob, ctx: Context) -> convert.Result:
+    """Lay the job's spaces out on its disks in whole MiB.
+
+    The answer is plain JSON data shaped as the contract's ``PartitionResult``.
+    """
     limits = ctx.limits
     parsed = schema.parse(job, limits)
     resolved = dynamic.resolve(parsed, limits)

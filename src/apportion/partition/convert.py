@@ -1,4 +1,4 @@
-"""The seed's "solution convertor": whole-MiB layout → static schema (docs/contract.md#partition).
+"""The seed's "solution convertor": whole-MiB layout → static schema.
 
 * ``disks``: every disk in hardware order with every lv and partition in schema order,
   then ``unallocated``; the sizes on a disk add up to the disk's whole-MiB size.
@@ -11,23 +11,32 @@
 
 from __future__ import annotations
 
-from apportion.contracts.partition import PartitionResult
+from typing import Any
+
 from apportion.partition.dynamic import Resolved
 from apportion.partition.model import IntArray, Problem
 from apportion.partition.schema import UNALLOCATED, ParsedSchema
 
+# The result is plain JSON data shaped exactly as the contract's ``PartitionResult``
+# (its JSON Schema; keys in its field order, every field present): building the
+# models and dumping them again cost more than the LP on a large schema. Tests
+# validate this data against the model.
+Result = dict[str, Any]
 
-def to_result(
-    parsed: ParsedSchema, resolved: Resolved, problem: Problem, x: IntArray
-) -> PartitionResult:
-    # Plain dicts validated once: pydantic builds the nested models in one call, which
-    # costs less than constructing each of them from Python.
+
+def to_result(parsed: ParsedSchema, resolved: Resolved, problem: Problem, x: IntArray) -> Result:
     grid = x.reshape(problem.disks, problem.width).tolist()
+    return {
+        "disks": _disks(problem, grid),
+        "volume_groups": _volume_groups(parsed, resolved, problem, grid),
+        "partitions": _partitions(problem, grid),
+    }
+
+
+def _disks(problem: Problem, grid: list[list[int]]) -> list[dict[str, Any]]:
     capacity = problem.capacity.tolist()
     names = [s.id for s in problem.spaces] + [UNALLOCATED]
-    column = {s.id: j for j, s in enumerate(problem.spaces)}
-
-    disks = [
+    return [
         {
             "disk_id": disk_id,
             "size": capacity[d],
@@ -36,7 +45,12 @@ def to_result(
         for d, disk_id in enumerate(problem.disk_ids)
     ]
 
-    volume_groups = []
+
+def _volume_groups(
+    parsed: ParsedSchema, resolved: Resolved, problem: Problem, grid: list[list[int]]
+) -> list[dict[str, Any]]:
+    column = {s.id: j for j, s in enumerate(problem.spaces)}
+    out = []
     for vg in parsed.volume_groups:
         lvs = [column[m] for m in vg.members]
         on_disk = [sum(grid[d][s] for s in lvs) for d in range(problem.disks)]
@@ -50,20 +64,24 @@ def to_result(
             }
             for s in lvs
         ]
-        volume_groups.append(
+        physical = [
+            {"disk_id": disk_id, "size": size}
+            for disk_id, size in zip(problem.disk_ids, on_disk, strict=True)
+            if size > 0
+        ]
+        out.append(
             {
                 "id": vg.space.id,
-                "physical_volumes": [
-                    {"disk_id": disk_id, "size": size}
-                    for disk_id, size in zip(problem.disk_ids, on_disk, strict=True)
-                    if size > 0
-                ],
+                "physical_volumes": physical,
                 "logical_volumes": logical,
                 "attributes": dict(resolved.vg_attributes.get(vg.space.id, {})),
             }
         )
+    return out
 
-    partitions = [
+
+def _partitions(problem: Problem, grid: list[list[int]]) -> list[dict[str, Any]]:
+    return [
         {
             "id": space.id,
             "disk_id": disk_id,
@@ -77,6 +95,3 @@ def to_result(
         for d, disk_id in enumerate(problem.disk_ids)
         if grid[d][s] > 0
     ]
-    return PartitionResult.model_validate(
-        {"disks": disks, "volume_groups": volume_groups, "partitions": partitions}
-    )

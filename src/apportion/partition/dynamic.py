@@ -22,7 +22,12 @@ Decisions where the seed and the reference are silent (all in whole MiB):
 * ``weight`` is a number in [0, 10⁶], read as an exact fraction (floats by their
   shortest decimal form, to a denominator of at most 10⁶, so 0.1 is 1/10).
 * ``best_with_disks`` is a list of disks (dicts with an ``id``, as yaql's
-  ``$.disks.where(…)`` yields) or of disk ids; an empty list means no preference.
+  ``$.disks.where(…)`` yields) or of disk ids. An empty list (a selection that finds
+  no disk) means no preference for the objective, yet the space still *declared* a
+  preference: it shares fair shares only with spaces that declared the same set, as
+  in the reference, never with spaces that name none. ``null`` names none, as null
+  means "not given" for every key here (the reference would keep it apart as a key of
+  its own, as it does a null min_size).
 """
 
 from __future__ import annotations
@@ -58,7 +63,9 @@ class Space:
     min_size: int
     max_size: int | None  # None: no upper bound
     weight: Fraction
-    best_with: frozenset[str] | None  # disk ids; None: no preference
+    # Disk ids as declared: None when the space names none, empty when its list (or
+    # its expression's selection) holds no disk. Fair-share groups key on this.
+    best_with_disks: frozenset[str] | None
     mount: str | None
     fs_type: str | None
     attributes: Mapping[str, Any]
@@ -66,6 +73,11 @@ class Space:
     @property
     def fixed(self) -> bool:
         return self.max_size is not None and self.min_size == self.max_size
+
+    @property
+    def best_with(self) -> frozenset[str] | None:
+        """The disks the objective favours for this space; None: no preference."""
+        return self.best_with_disks or None
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +201,7 @@ class _Checker:
                 self.fail(f"{path}[{j}]", f"unknown disk {disk_id!r}")
             else:
                 ids.add(disk_id)
-        return frozenset(ids) or None  # an empty selection means no preference
+        return frozenset(ids)
 
     def text(self, path: str, value: Any) -> str | None:
         if value is None or isinstance(value, str):
@@ -228,7 +240,7 @@ def _space(check: _Checker, raw: RawSpace, fields: Mapping[str, Any]) -> Space:
         min_size=minimum,
         max_size=maximum,
         weight=check.weight(f"{path}.weight", fields.get("weight", 1)),
-        best_with=check.best_with(f"{path}.best_with_disks", fields.get("best_with_disks")),
+        best_with_disks=check.best_with(f"{path}.best_with_disks", fields.get("best_with_disks")),
         mount=check.text(f"{path}.mount", fields.get("mount")),
         fs_type=check.text(f"{path}.fs_type", fields.get("fs_type")),
         attributes={k: v for k, v in fields.items() if k not in KNOWN_KEYS},

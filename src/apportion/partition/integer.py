@@ -10,20 +10,12 @@ MiB per space unallocated, and turn 24.999999999999996 into 24. Here:
    constraint in exact integer arithmetic. If that holds, the point is optimal (it
    scores the LP optimum) and no MILP is run — the common case.
 
-2. **MILP on the totals.** Otherwise (fair shares with a ratio that the LP met with
-   fractions, e.g. 2:1 on 100 MiB → 66.67 + 33.33) we solve a mixed-integer program with
-   ``scipy.optimize.milp`` (HiGHS) in which only the per-space totals ``y_s`` and one
-   multiplier ``k_g`` per group are integers; ``x`` stays continuous:
-
-       Σ_s x[d,s] = capacity_d         (unallocated absorbs the rest)
-       Σ_d x[d,s] = y_s,  min_s ≤ y_s ≤ max_s
-       y_s = W_s · k_g                 (exact fair share: W coprime integer weights)
-
-   For fixed integer totals the rest is again a bipartite transportation problem, so
-   the x of a vertex is integral; a handful of integer variables keeps the MILP small
-   whatever the number of disks. Its answer's layout is then *polished*: the LP with
-   the totals fixed, re-solved for the best order of spaces on disks (the MILP's gap
-   tolerance is coarser than the tiny order coefficients).
+2. **Exact shares.** Otherwise (fair shares with a ratio that the LP met with
+   fractions, e.g. 2:1 on 100 MiB → 66.67 + 33.33) only one multiplier per group must
+   become whole: ``y_s = W_s · k_g`` (W coprime integer weights). :mod:`.shares` finds
+   the best whole ``k`` by branch and bound; with the multipliers fixed the rest is
+   again a bipartite transportation problem, so its vertex is whole MiB and the best
+   layout (order, best_with_disks) for those totals.
 
 3. **Cost of exactness.** Exact ratios can only move in steps of ΣW MiB. The rows of
    the reference table are binding: weights 2:1 on 100 MiB give 66 + 33 with 1 MiB
@@ -32,8 +24,11 @@ MiB per space unallocated, and turn 24.999999999999996 into 24. Here:
    fair-shared space over the LP optimum (the reference's own worst case for
    flooring), and otherwise, or when no exact split exists (min 11 at 2:3 on 28 MiB),
    every member of a group is held within 1 MiB of its exact share instead:
-   ``|y_s − W_s·t_g| ≤ 1`` with a continuous ``t_g``. That relaxed program is always
-   feasible when the LP is (round the LP's totals down).
+   ``|y_s − W_s·t_g| ≤ 1`` with a continuous ``t_g``, a MILP with an integer total
+   per member (scipy's ``milp``), whose answer is then *polished*: the LP with those
+   totals fixed, for the best order of spaces on disks (the MILP's gap tolerance is
+   coarser than the tiny order coefficients). That relaxed program is always feasible
+   when the LP is (round the LP's totals down).
 
 Every final answer is verified exactly; a failed verification is an engine bug and
 raises, it is never returned.
@@ -48,8 +43,7 @@ import numpy as np
 import scipy.optimize
 import scipy.sparse
 
-from apportion.errors import Rejected
-from apportion.partition import lp
+from apportion.partition import lp, shares
 from apportion.partition.lp import LpSolution, Rows
 from apportion.partition.model import FloatArray, IntArray, Problem
 
@@ -57,15 +51,14 @@ from apportion.partition.model import FloatArray, IntArray, Problem
 INTEGRAL = 1e-6
 # No relative gap (HiGHS's default 1e-4 of an objective of ~2 per MiB could leave
 # thousands of MiB unallocated on big disks): the search closes at HiGHS's absolute gap
-# of 1e-6, far below the ≥ 1 that one more allocated MiB is worth. With a few integer
-# variables (one per group) that costs ~20 ms on 24 disks × 40 spaces.
+# of 1e-6, far below the ≥ 1 that one more allocated MiB is worth.
 _MIP_REL_GAP = 0.0
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class IntegerSolution:
     x: IntArray  # (D·S,) whole MiB, unallocated included
-    method: str  # "vertex" | "milp-exact" | "milp-within-1"
+    method: str  # "vertex" | "exact" | "within-1"
 
 
 def totals(problem: Problem, x: IntArray | FloatArray) -> FloatArray:
@@ -131,72 +124,49 @@ def _member_columns(problem: Problem) -> tuple[IntArray, IntArray, FloatArray]:
     )
 
 
-def _milp(problem: Problem, upper: Rows, *, exact: bool, time_limit: float) -> FloatArray | None:
-    """Whole-MiB totals of the group members (one per member, groups in order), or None.
+def _within_one_rows(problem: Problem) -> tuple[scipy.sparse.coo_array, int, int]:
+    """``Σ_d x[d,s] − y_m = 0`` and ``−1 ≤ y_m − W_s·t_g ≤ 1`` per member m.
 
-    Columns: x (D·S, continuous), then per group member either nothing (exact: the
-    member's total is W_s·k_g with one integer k_g per group) or an integer total y_m
-    (within 1: |y_m − W_s·t_g| ≤ 1 with one continuous t_g per group).
+    Columns after x: an integer total y_m per member, then a continuous t_g per group.
     """
     n = problem.variables
     members, group_of, weights = _member_columns(problem)
     m, g = len(members), len(problem.groups)
     sum_rows, sum_cols = lp.sum_over_disks(problem, members)
-    if exact:
-        # Σ_d x[d,s] − W_s·k_g = 0
-        extra = g
-        rows = np.concatenate([sum_rows, np.arange(m)])
-        cols = np.concatenate([sum_cols, n + group_of])
-        values = np.concatenate([np.ones(len(sum_rows)), -weights])
-        shares = scipy.sparse.coo_array((values, (rows, cols)), shape=(m, n + extra))
-        share_low = share_high = np.zeros(m)
-        integrality = np.concatenate([np.zeros(n), np.ones(g)])
-    else:
-        # Σ_d x[d,s] − y_m = 0 and −1 ≤ y_m − W_s·t_g ≤ 1
-        extra = m + g
-        rows = np.concatenate([sum_rows, np.arange(m), m + np.arange(m), m + np.arange(m)])
-        cols = np.concatenate([sum_cols, n + np.arange(m), n + np.arange(m), n + m + group_of])
-        values = np.concatenate(
-            [
-                np.ones(len(sum_rows)),
-                -np.ones(m),
-                np.ones(m),
-                -weights,
-            ]
-        )
-        shares = scipy.sparse.coo_array((values, (rows, cols)), shape=(2 * m, n + extra))
-        share_low = np.concatenate([np.zeros(m), -np.ones(m)])
-        share_high = np.concatenate([np.zeros(m), np.ones(m)])
-        integrality = np.concatenate([np.zeros(n), np.ones(m), np.zeros(g)])
+    rows = np.concatenate([sum_rows, np.arange(m), m + np.arange(m), m + np.arange(m)])
+    cols = np.concatenate([sum_cols, n + np.arange(m), n + np.arange(m), n + m + group_of])
+    values = np.concatenate([np.ones(len(sum_rows)), -np.ones(m), np.ones(m), -weights])
+    return scipy.sparse.coo_array((values, (rows, cols)), shape=(2 * m, n + m + g)), m, g
+
+
+def _milp_within_one(problem: Problem, upper: Rows, *, time_limit: float) -> FloatArray | None:
+    """Whole-MiB totals of the group members (groups in order), each within 1 MiB of
+    its exact share, or None. scipy's MILP (HiGHS): rare, and only when exact shares
+    cost too much or do not exist."""
+    n = problem.variables
+    shares_matrix, m, g = _within_one_rows(problem)
     upper_matrix = upper.matrix
     widened = scipy.sparse.hstack(
-        [upper_matrix, scipy.sparse.csr_array((upper_matrix.shape[0], extra))]
+        [upper_matrix, scipy.sparse.csr_array((upper_matrix.shape[0], m + g))]
     )
-    matrix = scipy.sparse.vstack([widened, shares]).tocsr()
     result = scipy.optimize.milp(
-        -np.concatenate([problem.objective, np.zeros(extra)]),
+        -np.concatenate([problem.objective, np.zeros(m + g)]),
         constraints=scipy.optimize.LinearConstraint(
-            matrix,
-            np.concatenate([np.full(upper_matrix.shape[0], -np.inf), share_low]),
-            np.concatenate([upper.rhs, share_high]),
+            scipy.sparse.vstack([widened, shares_matrix]).tocsr(),
+            np.concatenate([np.full(upper_matrix.shape[0], -np.inf), np.zeros(m), -np.ones(m)]),
+            np.concatenate([upper.rhs, np.zeros(m), np.ones(m)]),
         ),
-        integrality=integrality,
+        integrality=np.concatenate([np.zeros(n), np.ones(m), np.zeros(g)]),
         bounds=scipy.optimize.Bounds(0, np.inf),
         options={"mip_rel_gap": _MIP_REL_GAP, "time_limit": time_limit},
     )
     if result.x is None:
         if result.status == 1:  # time or node limit before any whole-MiB answer
-            raise Rejected.at(
-                "schema",
-                f"no whole-MiB layout found within {time_limit:g} s; simplify the fair-share "
-                "groups (weights) or raise the solver time limit",
-                code="too_complex",
-            )
+            raise shares.too_complex(time_limit)
         return None
-    x = np.asarray(result.x[:n], dtype=np.float64)
-    member_totals: FloatArray = np.rint(
-        x.reshape(problem.disks, problem.width)[:, members].sum(axis=0)
-    )
+    members, _, _ = _member_columns(problem)
+    grid = np.asarray(result.x[:n], dtype=np.float64).reshape(problem.disks, problem.width)
+    member_totals: FloatArray = np.rint(grid[:, members].sum(axis=0))
     return member_totals
 
 
@@ -209,7 +179,7 @@ def _polish(problem: Problem, upper: Rows, member_totals: FloatArray) -> IntArra
     members, _, _ = _member_columns(problem)
     rows, cols = lp.sum_over_disks(problem, members)
     fixed = Rows(rows, cols, np.ones(len(rows)), (len(members), problem.variables), member_totals)
-    x = lp.linprog(problem, upper, fixed)
+    x = lp.solve_rows(problem, upper, fixed)
     return None if x is None else _round(problem, x)
 
 
@@ -222,23 +192,22 @@ def solve(problem: Problem, relaxed: LpSolution, *, time_limit: float) -> Intege
     vertex = from_vertex(problem, relaxed)
     if vertex is not None:
         return vertex
-    upper = lp.upper_rows(problem)
     lp_unallocated = float(problem.capacity.sum()) - float(
         totals(problem, relaxed.x)[: problem.real].sum()
     )
     shared = sum(len(g.members) for g in problem.groups)
-    exact = _milp(problem, upper, exact=True, time_limit=time_limit)
-    if exact is not None:
-        x = _polish(problem, upper, exact)
-        if (
-            x is not None
-            and not violations(problem, x, exact_shares=True)
-            and _unallocated(problem, x) - lp_unallocated <= shared + INTEGRAL
-        ):
-            return IntegerSolution(x, "milp-exact")
-    within = _milp(problem, upper, exact=False, time_limit=time_limit)
+    layout = shares.exact(problem, relaxed, time_limit=time_limit)
+    x = None if layout is None else _round(problem, layout)
+    if (
+        x is not None
+        and not violations(problem, x, exact_shares=True)
+        and _unallocated(problem, x) - lp_unallocated <= shared + INTEGRAL
+    ):
+        return IntegerSolution(x, "exact")
+    upper = lp.upper_rows(problem)
+    within = _milp_within_one(problem, upper, time_limit=time_limit)
     if within is not None:
         x = _polish(problem, upper, within)
         if x is not None and not violations(problem, x, exact_shares=False):
-            return IntegerSolution(x, "milp-within-1")
+            return IntegerSolution(x, "within-1")
     raise RuntimeError("no verified whole-MiB layout found for a feasible partition LP")

@@ -1,49 +1,33 @@
 """The reference LP, built with numpy index arithmetic and solved by HiGHS.
 
-Rows, exactly as the Bareon allocator builds them (``A_ub x ≤ b_ub``):
+Rows, exactly as the Bareon allocator (the reference) builds them (``A_ub x ≤ b_ub``):
 
 1. per space with a max:   Σ_d x[d,s] ≤ max_size
 2. per disk:               Σ_s x[d,s] ≤ capacity (``unallocated`` included)
 3. per space (min 0 too):  −Σ_d x[d,s] ≤ −min_size
 
-and equalities (``A_eq x = 0``), one per group member after the first:
-``W_j·Σ_d x[d,first] − W_first·Σ_d x[d,j] = 0`` — the reference's
-``(1/w_first)·first − (1/w_j)·j = 0`` multiplied by ``w_first·w_j``, with the weights
-as coprime integers so that the equation is exact.
+and the fair shares: the reference's ``(1/w_first)·first − (1/w_j)·j = 0`` per group
+member after the first, with the weights as coprime integers ``W`` so that the
+equation is exact. :func:`equality_rows` writes them pairwise, as the reference does
+(``W_j·Σ_d x[d,first] − W_first·Σ_d x[d,j] = 0``); :func:`solve` writes the same points
+through one multiplier per group (``Σ_d x[d,s] = W_s·t_g``, :func:`share_model`), which
+the integer step then makes whole (:mod:`.shares`), starting from this LP's basis.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+import highspy
 import numpy as np
-import numpy.typing as npt
-import scipy.optimize
 import scipy.sparse
 
+from apportion.partition import highs
+from apportion.partition.highs import CscArrays
 from apportion.partition.model import FloatArray, IntArray, Problem
-
-try:
-    # The HiGHS core scipy bundles: the very solver scipy.optimize.linprog(method="highs")
-    # ends in. Each public call costs ~1 ms of Python around a solve that takes ~0.15 ms
-    # on a small schema (linprog's input checks and sparse stacking; its private
-    # `_highs_wrapper` still builds three HighsOptionsManager objects per option), and a
-    # worker answering small jobs spends most of its time there. Calling the core keeps
-    # the same solver, model and options. It is private API, so if a scipy release
-    # moves it we fall back to linprog (the tests compare both paths).
-    import scipy.optimize._highspy._core as _HIGHS
-except ImportError:  # pragma: no cover - depends on the scipy release
-    _HIGHS = None
-
-HIGHS_CORE = _HIGHS is not None  # False: every LP goes through linprog
-
-# (start, index, value): a matrix column-wise, as HiGHS takes it (int32 indices).
-CscArrays = tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.float64]]
 
 # Integer weights up to this are exact in float64 and safe as LP coefficients; past it
 # the equality rows are scaled to at most 1 (only reachable with extreme weight ratios).
@@ -54,10 +38,10 @@ _EXACT_COEFFICIENT = 2**31
 class Rows:
     """Sparse rows as coordinates (float64 values, no duplicates) with their right-hand side.
 
-    Coordinates rather than a scipy matrix: the direct HiGHS path sorts them into the
-    solver's column-wise arrays with a few numpy calls (:func:`csc_arrays`), while
-    building scipy's COO and CSR objects cost more than the solve on a small schema.
-    :attr:`matrix` gives the scipy form for the MILP step, the public linprog and tests.
+    Coordinates rather than a scipy matrix: :func:`csc_arrays` sorts them into the
+    solver's column-wise arrays with a few numpy calls, while building scipy's COO and
+    CSR objects costs more than the solve on a small schema. :attr:`matrix` gives the
+    scipy form for the within-1-MiB MILP and for tests.
     """
 
     rows: IntArray
@@ -146,69 +130,64 @@ def equality_rows(problem: Problem) -> Rows | None:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class Model:
+    """An LP as HiGHS loads it: minimise ``cost·x``, every column continuous."""
+
+    cost: FloatArray
+    bounds: tuple[FloatArray, FloatArray]  # column lower, upper
+    rows: tuple[FloatArray, FloatArray]  # row lower, upper
+    matrix: CscArrays
+
+    def load(self) -> highspy.Highs:
+        return highs.load(self.cost, self.bounds, self.rows, self.matrix)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class LpSolution:
     x: FloatArray  # (D·S,)
     objective: float  # maximised value of c·x
+    # With fair-share groups: the multiplier model the LP was solved in and HiGHS's
+    # final basis, from which the integer step's search starts warm.
+    shares: Model | None = None
+    multipliers: FloatArray | None = None  # (G,) t_g
+    basis: highspy.HighsBasis | None = None
 
 
-# HiGHS's default dual tolerance (1e-7) is coarser than the gaps between late order
-# coefficients (1/a(i) − 1/a(i+1) ≈ 8/i³: 6e-8 at i = 500), and it then stops at a
-# vertex that ignores schema order; 1e-10 is the finest HiGHS accepts.
-#
-# Presolve off: on the small schemas a provisioning service sends most often (a few
-# disks, a handful of spaces) HiGHS's presolve costs as much as the simplex itself
-# (~25 of ~55 µs, bench/worker.md), and on large ones it reduces nothing and saves no
-# time (24 disks × 40 spaces: 30 ms off, 33 ms on). The answers are the same on every
-# reference and seed example and on 3,000 random schemas compared both ways; a
-# degenerate LP with several optimal vertices (seen at 48 disks × 60 spaces) may end at
-# another optimal vertex, with the same objective to 1e-13.
-_OPTIONS: dict[str, float | bool] = {
-    "dual_feasibility_tolerance": 1e-10,
-    "primal_feasibility_tolerance": 1e-9,
-    "presolve": False,  # linprog's spelling; the core's is the string "off"
-}
+def share_rows(problem: Problem) -> Rows:
+    """``Σ_d x[d,s] − W_s·t_g = 0`` per group member.
 
-
-# HiGHS model statuses (HighsModelStatus): optimal, infeasible.
-_OPTIMAL, _INFEASIBLE = 7, 8
-# MatrixFormat.kColwise and ObjSense.kMinimize, as passModel's array form takes them.
-_COLUMN_WISE, _MINIMIZE = 1, 1
-
-
-def _new_solver() -> Any:
-    """A HiGHS instance with HiGHS's defaults plus ``_OPTIONS``, writing no log at all.
-
-    ``output_flag`` off only silences logging (linprog does the same with
-    ``disp=False``); the solve is the same.
+    One multiplier column ``t_g`` per group after the D·S columns of x: the same
+    points as the reference's pairwise rows, with every member tied to its group's
+    ``t_g``, so that the integer step has one variable per group to make whole.
     """
-    options = _HIGHS.HighsOptions()
-    options.log_to_console = False
-    options.output_flag = False
-    for name, value in _OPTIONS.items():
-        setattr(options, name, ("on" if value else "off") if name == "presolve" else value)
-    highs = _HIGHS._Highs()
-    if highs.passOptions(options) == _HIGHS.HighsStatus.kError:
-        raise RuntimeError("HiGHS refused the partition LP's options")
-    return highs
+    members = [s for g in problem.groups for s in g.members]
+    group_of = [j for j, g in enumerate(problem.groups) for _ in g.members]
+    weights = [float(w) for g in problem.groups for w in g.weights]
+    rows, cols = sum_over_disks(problem, np.array(members, dtype=np.int64))
+    m, n = len(members), problem.variables
+    return Rows(
+        np.concatenate([rows, np.arange(m)]),
+        np.concatenate([cols, n + np.array(group_of, dtype=np.int64)]),
+        np.concatenate([np.ones(len(rows)), -np.array(weights)]),
+        (m, n + len(problem.groups)),
+        np.zeros(m),
+    )
 
 
-_SOLVERS = threading.local()
-
-
-def _solver() -> Any:
-    """This thread's HiGHS instance, reused from one LP to the next.
-
-    Building and tearing down an instance costs ~0.1 ms, as much as solving a small
-    schema. Reuse carries nothing over: ``passModel`` clears the previous model and
-    every piece of solver state (presolve, basis, solution, simplex data) before the
-    new model is loaded, so each LP is solved from scratch (tests compare a reused
-    solver with a fresh one on the same LPs in shuffled order). One instance per
-    thread, because a HiGHS instance must not be shared between threads.
-    """
-    highs = getattr(_SOLVERS, "highs", None)
-    if highs is None:
-        highs = _SOLVERS.highs = _new_solver()
-    return highs
+def share_model(problem: Problem) -> Model:
+    """The reference LP with its fair shares through one multiplier per group."""
+    upper = upper_rows(problem)
+    shares = share_rows(problem)
+    g, n = len(problem.groups), problem.variables
+    return Model(
+        cost=np.concatenate([-problem.objective, np.zeros(g)]),
+        bounds=(np.zeros(n + g), np.full(n + g, np.inf)),
+        rows=(
+            np.concatenate([_no_lower_limit(len(upper.rhs)), shares.rhs]),
+            np.concatenate([upper.rhs, shares.rhs]),
+        ),
+        matrix=csc_arrays([upper, shares], n + g),
+    )
 
 
 def csc_arrays(blocks: Sequence[Rows], columns: int) -> CscArrays:
@@ -293,26 +272,13 @@ def _upper_structure(disks: int, capped: tuple[bool, ...]) -> CscArrays:
     return start, index, value
 
 
-def _direct(problem: Problem, upper: Rows, equal: Rows | None) -> FloatArray | None:
-    """The LP through scipy's HiGHS core: ``lhs ≤ A x ≤ rhs`` with equalities as lhs = rhs."""
-    blocks = [upper] if equal is None else [upper, equal]
-    lhs = np.full(len(upper.rhs), -np.inf)
-    rhs = upper.rhs.astype(np.float64)
-    if equal is not None:
-        lhs = np.concatenate([lhs, equal.rhs])
-        rhs = np.concatenate([rhs, equal.rhs])
-    return _highs(problem, csc_arrays(blocks, problem.variables), lhs, rhs)
-
-
 @functools.lru_cache(maxsize=64)
-def _column_bounds(
-    n: int,
-) -> tuple[FloatArray, FloatArray, npt.NDArray[np.int32]]:
-    """x ≥ 0 (lower 0, upper ∞) and every column continuous, for ``n`` columns.
+def _column_bounds(n: int) -> tuple[FloatArray, FloatArray]:
+    """x ≥ 0 (lower 0, upper ∞) for ``n`` columns.
 
     The same for every LP of a size, so made once (read-only: HiGHS copies them).
     """
-    arrays = (np.zeros(n), np.full(n, np.inf), np.zeros(n, dtype=np.int32))
+    arrays = (np.zeros(n), np.full(n, np.inf))
     for array in arrays:
         array.flags.writeable = False
     return arrays
@@ -329,85 +295,39 @@ def _no_lower_limit(rows: int) -> FloatArray:
 def _highs(
     problem: Problem, matrix: CscArrays, lhs: FloatArray, rhs: FloatArray
 ) -> FloatArray | None:
-    """Solve ``max c·x, lhs ≤ A x ≤ rhs, x ≥ 0`` with HiGHS's core; None when infeasible.
-
-    Exactly what ``_highs_wrapper`` (linprog's last step) hands HiGHS: the model
-    column-wise, the options above, a solver holding no state from earlier LPs.
-    """
-    assert _HIGHS is not None
-    start, index, value = matrix
-    n = problem.variables
-    highs = _solver()
-    # passModel's array form builds the same HighsLp in C++ (column-wise, minimise, no
-    # offset) as the attribute-by-attribute form the wrapper uses, minus ~15 Python
-    # conversions. Integrality all continuous, as the wrapper passes it.
-    lower, upper, continuous = _column_bounds(n)
-    loaded = highs.passModel(
-        n,
-        len(rhs),
-        len(value),
-        _COLUMN_WISE,
-        _MINIMIZE,
-        0.0,
-        -problem.objective,
-        lower,
-        upper,
-        lhs,
-        rhs,
-        start,
-        index,
-        value,
-        continuous,
-    )
-    error = _HIGHS.HighsStatus.kError
-    if loaded == error:
-        raise RuntimeError("HiGHS could not solve the partition LP: it refused the model")
-    solved = highs.run() != error
-    status = int(highs.getModelStatus())
-    if status == _INFEASIBLE:
-        return None
-    if status != _OPTIMAL or not solved:
-        raise RuntimeError(
-            "HiGHS could not solve the partition LP: "
-            f"{highs.modelStatusToString(highs.getModelStatus())}"
-        )
-    return np.array(highs.getSolution().col_value, dtype=np.float64)
+    """Solve ``max c·x, lhs ≤ A x ≤ rhs, x ≥ 0`` with HiGHS; None when infeasible."""
+    lower, upper = _column_bounds(problem.variables)
+    solver = highs.load(-problem.objective, (lower, upper), (lhs, rhs), matrix)
+    return highs.run(solver)
 
 
-def linprog(problem: Problem, upper: Rows, equal: Rows | None) -> FloatArray | None:
+def solve_rows(problem: Problem, upper: Rows, equal: Rows | None) -> FloatArray | None:
     """Maximise the objective under ``upper`` (≤) and ``equal`` (=) rows, x ≥ 0."""
-    if _HIGHS is not None:
-        return _direct(problem, upper, equal)
-    return linprog_public(problem, upper, equal)
-
-
-def linprog_public(problem: Problem, upper: Rows, equal: Rows | None) -> FloatArray | None:
-    """The same LP through ``scipy.optimize.linprog`` (the fallback; tests compare)."""
-    result = scipy.optimize.linprog(
-        -problem.objective,
-        A_ub=upper.matrix,
-        b_ub=upper.rhs,
-        A_eq=None if equal is None else equal.matrix,
-        b_eq=None if equal is None else equal.rhs,
-        bounds=(0, None),
-        method="highs",
-        options=_OPTIONS,
-    )
-    if result.status == 2:
-        return None
-    if result.status != 0:
-        raise RuntimeError(f"HiGHS could not solve the partition LP: {result.message}")
-    return np.asarray(result.x, dtype=np.float64)
+    blocks = [upper] if equal is None else [upper, equal]
+    lhs = _no_lower_limit(len(upper.rhs))
+    rhs = upper.rhs
+    if equal is not None:
+        lhs = np.concatenate([lhs, equal.rhs])
+        rhs = np.concatenate([rhs, equal.rhs])
+    return _highs(problem, csc_arrays(blocks, problem.variables), lhs, rhs)
 
 
 def solve(problem: Problem) -> LpSolution | None:
     """Solve the reference LP with HiGHS; ``None`` when it has no solution."""
-    equal = equality_rows(problem)
-    if _HIGHS is not None and equal is None:  # the common case, without coordinate lists
-        matrix, rhs = upper_csc(problem)
-        x = _highs(problem, matrix, _no_lower_limit(len(rhs)), rhs)
-    else:
-        x = linprog(problem, upper_rows(problem), equal)
+    if problem.groups:
+        return _solve_with_shares(problem)
+    matrix, rhs = upper_csc(problem)  # the common case: the matrix cached for the shape
+    x = _highs(problem, matrix, _no_lower_limit(len(rhs)), rhs)
     if x is None:
         return None
     return LpSolution(x, float(problem.objective @ x))
+
+
+def _solve_with_shares(problem: Problem) -> LpSolution | None:
+    model = share_model(problem)
+    solver = model.load()
+    solution = highs.run(solver)
+    if solution is None:
+        return None
+    x, t = solution[: problem.variables], solution[problem.variables :]
+    return LpSolution(x, float(problem.objective @ x), model, t, solver.getBasis())

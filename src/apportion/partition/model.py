@@ -1,6 +1,6 @@
 """The allocation problem in numbers: disks, spaces, bounds, fair-share groups, objective.
 
-Everything here follows the seed and the Bareon allocator's LP:
+Everything here follows the seed and the Bareon allocator (the reference):
 
 * variables ``x[d·S + s]`` (size of space ``s`` on disk ``d``), ``S`` = the lvs and
   partitions in schema order plus the artificial ``unallocated`` space last;
@@ -9,9 +9,10 @@ Everything here follows the seed and the Bareon allocator's LP:
   has ``best_with_disks`` and the disk is in it, or has none and the disk is in
   nobody's; ``unallocated`` gets exactly 1 (its index still consumes a term);
 * fair shares: spaces with equal ``(min_size, max_size, best_with_disks)`` form a group
-  whose totals keep the ratio of their weights.
+  whose totals keep the ratio of their weights; ``best_with_disks`` as declared, so
+  a space whose selection found no disk stays apart from spaces that name none.
 
-Two group rules go beyond the reference, both documented in :func:`fair_share_groups`.
+The group rules that go beyond the reference are documented in :func:`fair_share_groups`.
 """
 
 from __future__ import annotations
@@ -77,6 +78,12 @@ def order_sequence(n: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
 def fair_share_groups(spaces: Sequence[Space]) -> tuple[Group, ...]:
     """Group spaces by equal (min_size, max_size, best_with_disks), as the reference does.
 
+    The key holds best_with_disks as declared (:attr:`Space.best_with_disks`): a space
+    that asked for, say, the SSDs of a node that has none differs in what it asked
+    from one that asked nothing, so the two keep no ratio (one 100 MiB hdd, ``a``
+    without keys then ``b`` preferring the absent SSDs: a = 100, b = 0, not 50/50).
+    For the objective both mean "no preference".
+
     Beyond the reference:
 
     * A space with a fixed size (``size: N``, or min = max) joins no group: its size is
@@ -84,6 +91,10 @@ def fair_share_groups(spaces: Sequence[Space]) -> tuple[Group, ...]:
       different weights infeasible for no reason.
     * A space with weight 0 joins no group (upstream skips it as a member, and a
       weight-0 first member would divide by zero).
+    * Spaces with equal keys always form one group. Upstream groups by sorting the
+      keys with Python 2's ordering, where disk sets compare by inclusion, so a set
+      that is neither a subset nor a superset can sort between two equal keys and
+      split their group; that accident is not copied.
 
     Weights become coprime integers (exact fractions scaled by the lcm of their
     denominators), so "a : b = 2 : 1" is an integer equation ``1·a − 2·b = 0`` that
@@ -94,7 +105,7 @@ def fair_share_groups(spaces: Sequence[Space]) -> tuple[Group, ...]:
         if space.fixed or space.weight == 0:
             continue
         high = math.inf if space.max_size is None else float(space.max_size)
-        buckets.setdefault((space.min_size, high, space.best_with), []).append(s)
+        buckets.setdefault((space.min_size, high, space.best_with_disks), []).append(s)
     groups = []
     for members in buckets.values():
         if len(members) < 2:

@@ -505,7 +505,9 @@ def _columns(rc: str, rows: Rows) -> tuple[ClassInventory, list[Unusable]] | lis
         return _class_problems(rc, rows)
     # Every integer is below 2**53, so float64 holds it exactly: this is Placement's
     # int((total - reserved) * ratio), capped where a huge ratio would overflow int64.
-    free = (totals - reserves) * np.array(ratio, dtype=np.float64)
+    # A product past float64's range is inf, which the cap turns into MAX_INTEGER.
+    with np.errstate(over="ignore"):
+        free = (totals - reserves) * np.array(ratio, dtype=np.float64)
     capacity = np.minimum(np.floor(free), MAX_INTEGER).astype(np.int64)
     inventory = ClassInventory(
         providers=np.array(ids, dtype=np.int64),

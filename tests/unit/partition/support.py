@@ -46,7 +46,20 @@ def payload(
 
 
 def solve_payload(data: dict[str, Any], ctx: Context | None = None) -> PartitionResult:
-    return solve(PartitionJob.model_validate(data), ctx or Context())
+    """The engine's answer, checked to be exactly the contract's shape and field order."""
+    answer = solve(PartitionJob.model_validate(data), ctx or Context())
+    result = PartitionResult.model_validate(answer)
+    assert result.model_dump(mode="json") == answer
+    assert _keys_in_order(result.model_dump(mode="json")) == _keys_in_order(answer)
+    return result
+
+
+def _keys_in_order(value: Any) -> Any:
+    if isinstance(value, dict):
+        return [(k, _keys_in_order(v)) for k, v in value.items()]
+    if isinstance(value, list):
+        return [_keys_in_order(v) for v in value]
+    return None
 
 
 def sizes(result: PartitionResult) -> dict[str, list[int]]:

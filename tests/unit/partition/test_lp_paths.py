@@ -1,7 +1,7 @@
-"""The direct HiGHS call and scipy's public linprog solve the same LP to the same optimum.
+"""The engine's HiGHS calls (highspy) and scipy's linprog solve the same LP to the same optimum.
 
-The direct path builds HiGHS's column-wise arrays itself and reuses one solver per
-thread; these tests pin both shortcuts to what scipy would have built and solved.
+The engine builds HiGHS's column-wise arrays itself and reuses one solver per thread;
+these tests pin both shortcuts to what scipy would have built and solved.
 """
 
 from __future__ import annotations
@@ -11,15 +11,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+import scipy.optimize
 import scipy.sparse
 from hypothesis import HealthCheck, given, settings
 
 from apportion.contracts.partition import PartitionJob
 from apportion.engine import Context
-from apportion.partition import dynamic, lp, model, schema
+from apportion.partition import dynamic, highs, lp, model, schema
 from tests.unit.partition.test_properties import jobs
-
-direct_only = pytest.mark.skipif(not lp.HIGHS_CORE, reason="this scipy has no HiGHS core")
 
 
 def _varied_job(n_disks: int, n_spaces: int) -> dict[str, Any]:
@@ -55,24 +54,43 @@ def _problem_or_none(data: dict[str, Any]) -> model.Problem | None:
         return None
 
 
-@direct_only
+def _scipy_linprog(problem: model.Problem, upper: lp.Rows, equal: lp.Rows | None) -> Any:
+    result = scipy.optimize.linprog(
+        -problem.objective,
+        A_ub=upper.matrix,
+        b_ub=upper.rhs,
+        A_eq=None if equal is None else equal.matrix,
+        b_eq=None if equal is None else equal.rhs,
+        bounds=(0, None),
+        method="highs",
+        options={"dual_feasibility_tolerance": 1e-10, "primal_feasibility_tolerance": 1e-9},
+    )
+    assert result.status in (0, 2), result.message
+    return None if result.status == 2 else result.x
+
+
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(jobs())
-def test_the_direct_highs_path_reaches_linprogs_optimum(generated: Any) -> None:
+def test_the_engines_lp_reaches_the_optimum_of_the_reference_rows_under_scipy(
+    generated: Any,
+) -> None:
+    # The engine writes fair shares through one multiplier per group; scipy solves the
+    # reference's own pairwise rows: the same optimum either way.
     problem = _problem_or_none(generated[0])
     if problem is None:
         return
     upper, equal = lp.upper_rows(problem), lp.equality_rows(problem)
 
-    direct = lp.linprog(problem, upper, equal)
-    public = lp.linprog_public(problem, upper, equal)
+    engine = lp.solve(problem)
+    pairwise = lp.solve_rows(problem, upper, equal)
+    public = _scipy_linprog(problem, upper, equal)
 
-    assert (direct is None) == (public is None)
-    if direct is not None and public is not None:
-        assert float(problem.objective @ direct) == pytest.approx(
-            float(problem.objective @ public), rel=1e-9, abs=1e-6
-        )
-        assert np.all(direct >= -1e-7)
+    assert (engine is None) == (pairwise is None) == (public is None)
+    if engine is not None and pairwise is not None and public is not None:
+        reference = float(problem.objective @ public)
+        assert engine.objective == pytest.approx(reference, rel=1e-9, abs=1e-6)
+        assert float(problem.objective @ pairwise) == pytest.approx(reference, rel=1e-9, abs=1e-6)
+        assert np.all(engine.x >= -1e-7)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -110,13 +128,12 @@ def test_the_column_wise_upper_rows_of_a_24_disk_schema_match_scipy() -> None:
     assert rhs.tolist() == upper.rhs.tolist()
 
 
-@direct_only
 def test_a_reused_solver_answers_every_lp_as_a_fresh_one_in_any_order() -> None:
     models = [_problem(_varied_job(d, s)) for d, s in [(1, 3), (2, 5), (4, 10), (3, 8), (6, 12)]]
     assert any(lp.equality_rows(m) is not None for m in models)
     fresh = []
     for problem in models:
-        lp._SOLVERS.highs = None  # the next solve builds a new instance
+        highs._SOLVERS.highs = None  # the next solve builds a new instance
         fresh.append(lp.solve(problem))
     order = list(range(len(models))) * 3
     random.Random(7).shuffle(order)
@@ -129,13 +146,15 @@ def test_a_reused_solver_answers_every_lp_as_a_fresh_one_in_any_order() -> None:
         assert again.x.tolist() == expected.x.tolist()  # bit for bit, not approximately
 
 
-@direct_only
-def test_both_paths_run_highs_without_presolve_which_costs_more_than_a_small_solve() -> None:
-    # bench/worker.md: presolve was ~half of HiGHS's time on the small schema a
-    # provisioning service sends most, and saved nothing on the 24 × 40 benchmark.
-    lp._SOLVERS.highs = None
-    assert lp._solver().getOptionValue("presolve")[1] == "off"
-    assert lp._OPTIONS["presolve"] is False  # linprog's spelling, for the fallback
+def test_highs_runs_serially_without_presolve_and_with_the_fine_dual_tolerance() -> None:
+    # Presolve and the task pool each cost about a quarter to a half of HiGHS's time on
+    # the small schema a provisioning service sends most; the coarse default dual
+    # tolerance loses schema order.
+    highs._SOLVERS.highs = None
+    solver = highs.solver()
+    assert solver.getOptionValue("presolve")[1] == "off"
+    assert solver.getOptionValue("threads")[1] == 1
+    assert solver.getOptionValue("dual_feasibility_tolerance")[1] == 1e-10
 
 
 def _one_disk(root_min: int, swap: int, disk: int) -> dict[str, Any]:

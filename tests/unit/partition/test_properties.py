@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from apportion.contracts.partition import PartitionJob, PartitionResult
 from apportion.engine import Context
 from apportion.errors import Infeasible
-from apportion.partition import dynamic, lp, model, schema, solve
+from apportion.partition import dynamic, lp, model, schema
+from tests.unit.partition.support import solve_payload
 
 BOUNDS = [0, 10, 20, 50, 80]  # few values, so equal (min, max) groups are common
 
@@ -32,7 +33,7 @@ class Spec:
     low: int
     high: int | None
     weight: Fraction
-    best_with: frozenset[str] | None
+    best_with: frozenset[str] | None  # as declared: empty when the list names no disk
 
     @property
     def fixed(self) -> bool:
@@ -76,7 +77,7 @@ def jobs(draw: st.DrawFn) -> tuple[dict[str, Any], list[Spec], dict[str, int]]:
                 low,
                 high,
                 Fraction(str(weight)),
-                frozenset(chosen) if chosen else None,
+                None if chosen is None else frozenset(chosen),
             )
         )
     lvs = [{"id": s.id} for s in specs if s.type == "lv"]
@@ -144,7 +145,7 @@ def test_every_answer_is_whole_exact_and_optimal_enough(
 ) -> None:
     data, specs, capacity = case
     try:
-        result = solve(PartitionJob.model_validate(data), Context())
+        result = solve_payload(data)
     except Infeasible:
         assert not _independently_feasible(specs, capacity)
         return
@@ -211,7 +212,7 @@ def test_no_mib_is_left_unallocated_while_a_space_without_a_ratio_has_room(
         "hardware": {"disks": [{"id": f"d{i}", "size": s} for i, s in enumerate(sizes)]},
     }
     try:
-        result = solve(PartitionJob.model_validate(data), Context())
+        result = solve_payload(data)
     except Infeasible:
         assert sum(m or 0 for m in mins) > sum(sizes)
         return

@@ -200,3 +200,26 @@ def test_the_same_job_twice_gives_the_same_bytes() -> None:
         return encode(envelope)
 
     assert answer() == answer()
+
+
+def test_an_allocation_ratio_near_the_largest_float_gives_the_largest_capacity_quietly() -> None:
+    """(10 - 0) × 1e308 overflows float64 to inf: the capacity is capped at the largest
+    integer the engine counts with, so the host fits the request, with no warning."""
+    import warnings
+
+    job = {
+        "providers": [
+            {"uuid": "h", "inventories": {"VCPU": {"total": 10, "allocation_ratio": 1e308}}}
+        ],
+        "request": "resources=VCPU:5",
+        "policy": None,
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        envelope = run("launch_select", job)
+
+    assert envelope.status == "ok"
+    assert envelope.result is not None
+    assert [c["allocations"] for c in envelope.result["allocation_requests"]] == [
+        {"h": {"resources": {"VCPU": 5}}}
+    ]
