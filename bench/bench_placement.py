@@ -1,4 +1,4 @@
-"""Benchmarks of the allocation-candidates engine (issue 4, SPEC.md §6).
+"""Benchmarks of the allocation-candidates engine (issue 4; targets in bench/README.md).
 
 Run: ``.venv/bin/python bench/bench_placement.py [--quick] [--profile NAME]``
 

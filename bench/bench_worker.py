@@ -11,7 +11,7 @@ alternates), so that drift and other load on the machine hit both kinds alike.
 
 Reported per kind: jobs/s and CPU milliseconds per job, read from /proc for the
 worker's main process, its pool children, redis-server and this client (which sends
-the jobs and collects the results). The verdict (target ≥ 0.8, SPEC.md §6) is the
+the jobs and collects the results). The verdict (target ≥ 0.8, bench/README.md) is the
 median over pairs of partition jobs/s / no-op jobs/s: each ratio compares two rounds
 measured seconds apart, so a burst of load elsewhere on a shared machine spoils one
 pair instead of skewing the whole comparison. The ratio of the median rates and the

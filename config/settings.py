@@ -10,6 +10,7 @@ boot, rather than discovered in production.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -111,6 +112,18 @@ class Settings(EngineSettings):
     dead_letter_max_age: int = Field(7 * 86_400, gt=0)
     # The copy of a dead-lettered message kept for inspection and requeueing.
     dead_letter_copy_bytes: int = Field(1024 * 1024, ge=1024)
+
+    # Observability. A worker serves its job metrics (jobs by kind and status, engine and
+    # end-to-end latency) on this port when it is set (workers/metrics/jobs.py).
+    metrics_port: int | None = Field(None, ge=1, le=65535)
+    metrics_address: str = "127.0.0.1"
+    # Worker logs: "text" (Celery's format) or "json" (one object per line). Read by
+    # workers/logs.py before the settings are validated; listed here so that it is
+    # documented, checked and known.
+    log_format: Literal["text", "json"] = "text"
+    # Also keep Celery's own "received"/"succeeded" lines per task at INFO (off: one line
+    # per job, workers/logs.py). For tooling that reads stock Celery's log lines.
+    log_celery_task_lines: bool = False
 
     @property
     def broker(self) -> str:

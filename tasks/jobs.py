@@ -24,6 +24,7 @@ from apportion.errors import InfrastructureError
 from apportion.kinds import JobKind
 from apportion.tasks.hooks import hooks_for
 from apportion.workers.broker.gate import VERDICT_HEADER
+from apportion.workers.observe import PREVIEW_MAX, Answer
 from apportion.workers.results.answers import (
     bounded,
     fingerprint,
@@ -148,14 +149,6 @@ def execute(task: Task, kind: JobKind, job: Any) -> dict[str, Any]:
         envelope = _time_limit_envelope(kind, job, task.request.id, rt)
     except InfrastructureError as exc:  # the failure-history store was unreachable
         raise _retry(task, rt, exc, "solving") from exc
-    if envelope.status != "ok":
-        log.info(
-            "job %s (%s) %s: %s",
-            envelope.job_id,
-            kind.name,
-            envelope.status,
-            envelope.error.message if envelope.error else "",
-        )
     return publish_or_retry(task, rt, envelope, fingerprint(job))
 
 
@@ -207,7 +200,8 @@ def _gate_rejection(kind: JobKind, task: Task, verdict: Any) -> Envelope:
 def _bad_arguments(
     kind: JobKind, task: Task, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Envelope:
-    """The answer to a message whose arguments are not the one job SPEC.md §3 sends."""
+    """The answer to a message whose arguments are not the one job producers send
+    (docs/contract.md, "Sending a job")."""
     return Envelope(
         job_id=task.request.id,
         kind=kind.name,
@@ -224,24 +218,24 @@ def _bad_arguments(
 
 
 def _make(kind: JobKind) -> Any:
-    def job_task(self: Task, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def job_task(self: Task, *args: Any, **kwargs: Any) -> Answer:
         verdict = getattr(self.request, VERDICT_HEADER, None)
         if verdict is not None:
             envelope = _gate_rejection(kind, self, verdict)
-            log.info(
-                "job %s (%s) rejected at the gate: %s", envelope.job_id, kind.name, envelope.error
-            )
-            return publish_or_retry(self, get_runtime(), envelope, fingerprint(["gate", verdict]))
+            answer = publish_or_retry(self, get_runtime(), envelope, fingerprint(["gate", verdict]))
+            return Answer(answer)
         # Any arity is accepted so that a producer's mistake (two jobs in args, the
         # job as a keyword) is answered with a rejected result like any bad job,
         # instead of a TypeError that leaves no result event at all.
+        # The envelope is returned as an Answer: stored as the envelope itself, shown
+        # in Flower and Celery's log as a short preview (workers/observe.py).
         if len(args) == 1 and not kwargs:
-            return execute(self, kind, args[0])
+            return Answer(execute(self, kind, args[0]))
         if not args and set(kwargs) == {"job"}:
-            return execute(self, kind, kwargs["job"])
+            return Answer(execute(self, kind, kwargs["job"]))
         envelope = _bad_arguments(kind, self, args, kwargs)
-        log.info("job %s (%s) rejected: %s", envelope.job_id, kind.name, envelope.error)
-        return publish_or_retry(self, get_runtime(), envelope, fingerprint([args, kwargs]))
+        answer = publish_or_retry(self, get_runtime(), envelope, fingerprint([args, kwargs]))
+        return Answer(answer)
 
     job_task.__name__ = kind.name
     job_task.__qualname__ = kind.name
@@ -264,14 +258,14 @@ def register(app: Celery, settings: Settings) -> None:
         limit = settings.time_limit(kind.queue)
         # shared=False: tasks belong to this app only (the demo builds a second app).
         # resultrepr_maxsize: Celery reprs every return value for its "succeeded" log
-        # line and the task-succeeded event, walking it token by token up to the limit;
-        # the envelope's first fields (job_id, kind, status) fit in 100 characters.
+        # line and the task-succeeded event (Flower's result text); an Answer's repr is
+        # its preview, at most workers.observe.PREVIEW_MAX characters.
         app.task(
             name=kind.task_name,
             bind=True,
             typing=False,
             shared=False,
-            resultrepr_maxsize=100,
+            resultrepr_maxsize=PREVIEW_MAX,
             soft_time_limit=limit.soft,
             time_limit=limit.hard,
             Request=GATED_REQUEST,

@@ -20,12 +20,20 @@ from tests.support.processes import RedisServer, free_port
 # APPORTION_GOLDEN_RECORD=DIR records every job an engine answers (tests/support/golden.py).
 maybe_install()
 
-EXAMPLES = Path(__file__).resolve().parent / "data" / "examples"
+REPO = Path(__file__).resolve().parents[1]
+# One ready job per kind, as producers send them (examples/README.md).
+EXAMPLES = REPO / "examples"
+# What the reference systems answer for those jobs (tests/data/reference/README.md).
+REFERENCE = Path(__file__).resolve().parent / "data" / "reference"
 REQUIRE_REDIS = bool(os.environ.get("CI") or os.environ.get("APPORTION_REQUIRE_REDIS"))
 
 
 def load_example(name: str) -> Any:
     return json.loads((EXAMPLES / name).read_text())
+
+
+def load_reference(name: str) -> Any:
+    return json.loads((REFERENCE / name).read_text())
 
 
 def own_redis_server(workdir: Path, *, appendonly: bool = False) -> Iterator[RedisServer]:

@@ -6,10 +6,15 @@ import gc
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_init
+from celery.signals import worker_init, worker_shutdown
 
 from apportion.config.celeryconfig import broker_transport, celery_config
 from apportion.config.settings import Settings, get_settings
+
+# Imported for their signal handlers: the job log line, metrics and Flower's preview
+# (observe), one log line per job and JSON logs (logs).
+from apportion.workers import logs, observe  # noqa: F401
+from apportion.workers.metrics import jobs as job_metrics
 
 
 def create_app(
@@ -73,12 +78,20 @@ def allow_tasks(celery: Celery) -> None:
         }
 
 
+_metrics_dir: str | None = None
+
+
 def _warm_up_before_the_pool_forks(sender: Any = None, **_: Any) -> None:
     # worker_init fires in the main process before the pool starts (celery.worker.worker)
     # and before the consumer opens its broker connection.
+    global _metrics_dir
     if sender is not None and getattr(sender, "app", None) is not None:
         allow_tasks(sender.app)
-    warm_up(get_settings())
+    settings = get_settings()
+    if settings.metrics_port is not None:
+        # Before the fork, so every pool process records into the multiprocess files.
+        _metrics_dir = job_metrics.start(settings.metrics_port, settings.metrics_address)
+    warm_up(settings)
     # Everything loaded so far lives as long as the process. Frozen, the pool children
     # skip it in every full garbage collection (scipy, pydantic's schemas and yaql's
     # tables are hundreds of thousands of objects), and the collector no longer writes
@@ -87,7 +100,12 @@ def _warm_up_before_the_pool_forks(sender: Any = None, **_: Any) -> None:
     gc.freeze()
 
 
+def _remove_metrics_files(sender: Any = None, **_: Any) -> None:
+    job_metrics.stop(_metrics_dir)
+
+
 worker_init.connect(_warm_up_before_the_pool_forks, weak=False)
+worker_shutdown.connect(_remove_metrics_files, weak=False)
 
 
 app = create_app()

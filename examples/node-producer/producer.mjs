@@ -1,21 +1,25 @@
-// Enqueue an apportion job from Node.js and read its result event.
+// Enqueue an apportion job from Node.js and read its answer.
 //
 // No Celery client library: this speaks Celery's message protocol v2 on Redis
-// directly, as any producer in any language can.
+// directly, as any producer in any language can (docs/contract.md, "Sending a job").
 //
 //   node producer.mjs [KIND] [JOB.json] [--timeout SECONDS]
-//   (REDIS_URL, default redis://127.0.0.1:6379/0)
+//   (REDIS_URL, or APPORTION_REDIS_URL, default redis://127.0.0.1:6379/0)
 //
 // 1. The job is the task's single positional argument: the body is the JSON array
 //    [[job], {}, {"callbacks": null, "errbacks": null, "chain": null, "chord": null}],
 //    base64-encoded, with content-type application/json (apportion refuses pickle).
 // 2. Headers name the task (`task: "apportion.partition"`), its `id`, and carry
-//    `argsrepr`/`kwargsrepr` so Flower and logs can show the arguments.
+//    `argsrepr`/`kwargsrepr` so Flower and logs can show the arguments, and
+//    `apportion_sent_at` so the worker can measure the end-to-end latency.
 // 3. The message is LPUSHed onto the queue's Redis list (the queue name: attach,
 //    launch, partition or events); kombu workers BRPOP from the other end.
-// 4. The result arrives as an entry on the stream apportion:results:<kind> carrying
-//    job_id, kind, status and envelope (the JSON result envelope), exactly once per
-//    job_id. We read it with XREAD, remembering the last id we saw.
+// 4. The answer arrives as an entry on the stream apportion:results:<kind> carrying
+//    job_id, kind, status and envelope (the JSON envelope), once per idempotency key:
+//    the job's job_id, or for a launch_outcome its event_id. We read the stream from
+//    where it ended before we sent (an older entry for the same key is not this job's
+//    answer). A key answered before publishes nothing new; the answer to this very
+//    message is then in the result backend under its task id, which we read too.
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
@@ -52,6 +56,7 @@ export function celeryMessage(kind, job, taskId = randomUUID()) {
       kwargsrepr: "{}",
       origin: `node-${process.pid}@${hostname()}`,
       ignore_result: false,
+      apportion_sent_at: Date.now() / 1000,
     },
     properties: {
       correlation_id: taskId,
@@ -65,28 +70,52 @@ export function celeryMessage(kind, job, taskId = randomUUID()) {
   };
 }
 
+// The field a kind's answer is filed under on its stream (its idempotency key).
+const KEY_FIELD = { launch_outcome: "event_id" };
+
+function resultStream(kind) {
+  return `${process.env.APPORTION_STREAM_PREFIX ?? "apportion"}:results:${kind}`;
+}
+
+// The answer the worker stored for this message in the Celery result backend, if any.
+async function storedAnswer(client, taskId) {
+  const stored = await client.get(`celery-task-meta-${taskId}`);
+  if (!stored) return null;
+  const meta = JSON.parse(stored);
+  if (meta.status === "SUCCESS") return meta.result;
+  if (meta.status === "FAILURE") throw new Error(`task ${taskId} failed: ${JSON.stringify(meta.result)}`);
+  return null; // STARTED, RETRY: still working on it
+}
+
 export async function submitAndWait(client, kind, job, { timeoutMs = 60000 } = {}) {
   const queue = QUEUES[kind];
   if (!queue) throw new Error(`unknown kind ${kind}`);
-  const jobId = job.job_id ?? (job.job_id = randomUUID());
-  const stream = `apportion:results:${kind}`;
+  const keyField = KEY_FIELD[kind] ?? "job_id";
+  if (keyField === "job_id" && job.job_id === undefined) job.job_id = randomUUID();
   const taskId = randomUUID();
+  // Without its key the job is answered under the task id (and rejected if the key is
+  // required, as a launch_outcome's event_id is).
+  const key = job[keyField] ?? taskId;
+  const stream = resultStream(kind);
+  const [last] = await client.xRevRange(stream, "+", "-", { COUNT: 1 });
+  let lastId = last ? last.id : "0-0";
   await client.lPush(queue, JSON.stringify(celeryMessage(kind, job, taskId)));
 
-  let lastId = "0-0";
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     const reply = await client.xRead({ key: stream, id: lastId }, { BLOCK: 1000, COUNT: 100 });
     for (const { messages } of reply ?? []) {
       for (const { id, message } of messages) {
         lastId = id;
-        if (message.job_id === jobId) {
+        if (message.job_id === key) {
           return { taskId, entryId: id, envelope: JSON.parse(message.envelope) };
         }
       }
     }
+    const envelope = await storedAnswer(client, taskId);
+    if (envelope) return { taskId, entryId: null, envelope };
   }
-  throw new Error(`no result event for job ${jobId} within ${timeoutMs} ms`);
+  throw new Error(`no answer for ${keyField} ${key} (task ${taskId}) within ${timeoutMs} ms`);
 }
 
 async function main() {
@@ -105,7 +134,8 @@ async function main() {
         ],
         hardware: { ram: 2048, disks: [{ id: "sda", size: 40000 }] },
       };
-  const client = createClient({ url: process.env.REDIS_URL ?? "redis://127.0.0.1:6379/0" });
+  const url = process.env.REDIS_URL ?? process.env.APPORTION_REDIS_URL ?? "redis://127.0.0.1:6379/0";
+  const client = createClient({ url });
   client.on("error", (err) => console.error(`redis: ${err.message}`));
   await client.connect();
   try {

@@ -24,8 +24,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from apportion import ENGINE_VERSION, edge, kinds
-from apportion.contracts import Envelope, ErrorDetail, ErrorInfo
+from apportion import ENGINE_VERSION, edge, kinds, unknown_fields
+from apportion.contracts import Envelope, ErrorDetail, ErrorInfo, WarningDetail
 from apportion.contracts.base import valid_job_id
 from apportion.contracts.policy import user_loc
 from apportion.errors import (
@@ -151,6 +151,7 @@ def run(
     passthrough: tuple[type[BaseException], ...] = (InfrastructureError, *reraise)
     started = time.perf_counter()
     resolved_id = _payload_job_id(spec, payload) or job_id
+    warnings: Sequence[WarningDetail] = ()
 
     def envelope(**fields: Any) -> Envelope:
         elapsed = (time.perf_counter() - started) * 1000.0
@@ -159,6 +160,7 @@ def run(
             kind=kind,
             engine_version=ENGINE_VERSION,
             elapsed_ms=round(elapsed, 3),
+            warnings=warnings,
             **fields,
         )
 
@@ -166,7 +168,17 @@ def run(
         if isinstance(payload, str | bytes):
             payload = parse_json_text(payload, ctx.limits)
             resolved_id = _payload_job_id(spec, payload) or job_id
-        job = validate(kind, payload, ctx.limits)
+        try:
+            job = validate(kind, payload, ctx.limits)
+        except Rejected as exc:
+            # A misspelled field may be why a required one is missing: say so too.
+            if exc.code == Rejected.code:
+                warnings = unknown_fields.find(spec.job, payload)
+            raise
+        found = unknown_fields.find(spec.job, payload)
+        if found and getattr(job, "strict", False) is True:
+            raise unknown_fields.rejection(found)
+        warnings = found
         # Serialising inside the try: a result the engine built from odd input must not
         # escape as an exception either.
         answer = solve(job, ctx)

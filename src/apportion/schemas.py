@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter
 
 from apportion.contracts.envelope import Envelope
-from apportion.kinds import get
+from apportion.kinds import get, names
 
 
 def _schema(type_: Any, mode: str) -> dict[str, Any]:
@@ -37,4 +37,16 @@ def result_schema(kind: str) -> dict[str, Any]:
     return schema
 
 
-__all__ = ["job_schema", "result_schema"]
+def schema_files() -> dict[str, bytes]:
+    """``<kind>.json`` (the job) and ``<kind>.result.json`` (its envelope) for every kind,
+    as written to docs/schemas/ (indented, one trailing newline)."""
+    from apportion.codec import encode
+
+    out: dict[str, bytes] = {}
+    for kind in names():
+        out[f"{kind}.json"] = encode(job_schema(kind), pretty=True) + b"\n"
+        out[f"{kind}.result.json"] = encode(result_schema(kind), pretty=True) + b"\n"
+    return out
+
+
+__all__ = ["job_schema", "result_schema", "schema_files"]

@@ -580,9 +580,15 @@ def _evaluate_in_child(
             message = "yaql evaluation exceeded its CPU or memory limit and was stopped"
             failures.append(YaqlFailure(name, MEMORY, message))
     elif len(values) + len(failures) < len(parsed):
-        # The child died (or was stopped) between expressions: blame the next one.
+        # The child died (or was stopped) between expressions: blame the next one. At the
+        # deadline that is the time limit, which the caller names (a loaded machine can
+        # reach it just as one expression ends and before the next starts).
         name = parsed[len(values) + len(failures)][0]
-        failures.append(YaqlFailure(name, ERROR, "yaql evaluation was stopped"))
+        if timed_out:
+            message = f"yaql evaluation exceeded the time limit of {timeout:g} s"
+            failures.append(YaqlFailure(name, TIMEOUT, message))
+        else:
+            failures.append(YaqlFailure(name, ERROR, "yaql evaluation was stopped"))
     return values, failures
 
 

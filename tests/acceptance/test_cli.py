@@ -1,16 +1,17 @@
-"""The `apportion` command: exit codes and output shapes of SPEC.md §4."""
+"""The `apportion` command: exit codes and output shapes (README, "Using it")."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.acceptance.cli import apportion, output_json
-from tests.conftest import EXAMPLES, load_example
+from tests.conftest import EXAMPLES, load_example, load_reference
 
 
 def partition_sizes(result: dict[str, object]) -> dict[tuple[str, str], int]:
@@ -30,7 +31,7 @@ def test_solve_prints_the_reference_answer_for_the_partition_example() -> None:
     assert env["status"] == "ok"
     assert env["kind"] == "partition"
     assert env["job_id"] == "example-partition-1"
-    expected = load_example("partition.expected.json")
+    expected = load_reference("partition.json")
     assert partition_sizes(env["result"]) == partition_sizes(expected)
 
 
@@ -123,3 +124,93 @@ def test_solving_a_job_locally_imports_no_service_package_and_no_broker_client()
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
 
     assert proc.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_version_names_apportion_and_what_it_runs_with() -> None:
+    proc = apportion("--version")
+
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("apportion 0.1.0 (Python 3.")
+    assert "celery 5." in proc.stdout
+
+
+def test_schema_all_writes_every_kinds_job_and_envelope_schema(tmp_path: Path) -> None:
+    proc = apportion("schema", "--all", "--out", str(tmp_path))
+
+    assert proc.returncode == 0, proc.stderr
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert "partition.json" in written
+    assert "partition.result.json" in written
+    assert len(written) == 10
+    assert json.loads((tmp_path / "partition.result.json").read_text())["title"] == (
+        "partition result envelope"
+    )
+
+
+def test_schema_list_names_each_kinds_task_and_queue() -> None:
+    lines = apportion("schema", "--list").stdout.splitlines()
+
+    partition = next(line for line in lines if line.startswith("partition "))
+    assert "apportion.partition" in partition
+    assert "queue partition" in partition
+
+
+UNREACHABLE = {"APPORTION_REDIS_URL": "redis://user:s3cret@127.0.0.1:1/0"}
+
+
+def test_events_with_idle_exit_gives_up_with_a_message_when_redis_is_down() -> None:
+    started = time.monotonic()
+    proc = apportion("events", "--idle-exit", "2", env=UNREACHABLE, timeout=60)
+
+    assert proc.returncode == 1
+    assert time.monotonic() - started < 20
+    assert "cannot reach Redis at redis://user:***@127.0.0.1:1/0" in proc.stderr
+    assert "s3cret" not in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_events_gives_up_after_its_connect_timeout_without_idle_exit() -> None:
+    proc = apportion("events", "--connect-timeout", "1", env=UNREACHABLE, timeout=60)
+
+    assert proc.returncode == 1
+    assert "cannot reach Redis" in proc.stderr
+
+
+def test_health_exits_1_within_seconds_when_redis_is_down() -> None:
+    started = time.monotonic()
+    proc = apportion("health", env=UNREACHABLE, timeout=60)
+
+    assert proc.returncode == 1
+    assert time.monotonic() - started < 10
+    assert proc.stdout.startswith("UNHEALTHY")
+    assert "Redis unreachable at redis://user:***@127.0.0.1:1/0" in proc.stdout
+    assert "s3cret" not in proc.stdout
+
+
+def test_health_json_is_one_object_saying_unhealthy() -> None:
+    report = output_json(apportion("health", "--json", env=UNREACHABLE))
+
+    assert report["healthy"] is False
+    assert report["redis"]["ok"] is False
+
+
+def test_health_refuses_a_queue_no_kind_runs_on() -> None:
+    proc = apportion("health", "--queue", "nope", env=UNREACHABLE)
+
+    assert proc.returncode == 2
+    assert "unknown queue" in proc.stderr
+
+
+def test_metrics_once_reports_redis_down_and_exits_1() -> None:
+    proc = apportion("metrics", "--once", env=UNREACHABLE)
+
+    assert proc.returncode == 1
+    assert "apportion_redis_up 0.0" in proc.stdout
+
+
+def test_submit_to_an_unreachable_broker_names_it_without_its_password() -> None:
+    proc = apportion("submit", "partition", "-", stdin="{}", env=UNREACHABLE, timeout=120)
+
+    assert proc.returncode == 1
+    assert "cannot reach the broker at redis://user:***@127.0.0.1:1/0" in proc.stderr
+    assert "s3cret" not in proc.stderr

@@ -17,7 +17,7 @@ def test_a_launch_selection_is_drawn_as_pies_per_module_and_tabled(tmp_path: Pat
     out = tmp_path / "selection.png"
     proc = apportion(
         "explain",
-        str(EXAMPLES / "launch_select_policy.json"),
+        str(EXAMPLES / "launch_select.json"),
         "--kind",
         "launch_select",
         "--out",
@@ -58,14 +58,14 @@ def test_a_partition_envelope_is_drawn_as_a_bar_per_disk_in_svg(tmp_path: Path) 
     ],
 )
 def test_explain_mistakes_are_usage_errors(args: tuple[str, ...], message: str) -> None:
-    proc = apportion("explain", str(EXAMPLES / "launch_select_policy.json"), *args)
+    proc = apportion("explain", str(EXAMPLES / "launch_select.json"), *args)
 
     assert proc.returncode == 2
     assert message in proc.stderr
 
 
 def test_a_candidates_only_result_has_no_chart(tmp_path: Path) -> None:
-    job = json.loads((EXAMPLES / "launch_select_candidates.json").read_text())
+    job = json.loads((EXAMPLES / "launch_select.candidates.json").read_text())
     path = tmp_path / "job.json"
     path.write_text(json.dumps(job))
     proc = apportion(

@@ -17,7 +17,7 @@ def test_the_readme_shows_both_pictures_and_their_sources_still_render(tmp_path:
 
     for job, kind in (
         (REPO / "docs/examples/partition-layout.json", "partition"),
-        (EXAMPLES / "launch_select_policy.json", "launch_select"),
+        (EXAMPLES / "launch_select.json", "launch_select"),
     ):
         out = tmp_path / f"{kind}.png"
         proc = apportion("explain", str(job), "--kind", kind, "--out", str(out))

@@ -1,4 +1,4 @@
-"""The wire contract: shapes producers and subscribers rely on (SPEC.md §2)."""
+"""The wire contract: shapes producers and subscribers rely on (docs/contract.md)."""
 
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ def test_every_kind_exports_a_json_schema_for_its_job_and_its_envelope(kind: str
     [
         ("auto_attach", "auto_attach.json"),
         ("guest_host_attach", "guest_host_attach.json"),
-        ("launch_select", "launch_select_candidates.json"),
-        ("launch_select", "launch_select_policy.json"),
+        ("launch_select", "launch_select.candidates.json"),
+        ("launch_select", "launch_select.json"),
         ("partition", "partition.json"),
         ("launch_outcome", "launch_outcome.json"),
     ],

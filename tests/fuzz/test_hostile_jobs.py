@@ -59,7 +59,7 @@ def test_hostile_guest_host_attach_jobs_are_answered(job: Any) -> None:
 
 
 @FAST
-@given(st.one_of(mutated("launch_select_candidates.json"), mutated("launch_select_policy.json")))
+@given(st.one_of(mutated("launch_select.candidates.json"), mutated("launch_select.json")))
 def test_hostile_launch_select_jobs_are_answered(job: Any) -> None:
     answered(run("launch_select", job, CTX))
 

@@ -17,6 +17,11 @@ from tests.support.processes import RedisServer, Worker, running_worker
 pytestmark = [pytest.mark.redis, pytest.mark.worker]
 
 
+# Celery's own "received"/"succeeded" lines, which the fault tests read to tell which
+# worker was handed which job (apportion logs one line per job, after it ran).
+CELERY_TASK_LINES = {"APPORTION_LOG_CELERY_TASK_LINES": "true"}
+
+
 def worker_env(url: str, **extra: str) -> dict[str, str]:
     return {"APPORTION_REDIS_URL": url, "PYTHONUNBUFFERED": "1", **extra}
 

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 
-from tests.acceptance.cli import apportion, output_json
-from tests.conftest import load_example
-from tests.support.processes import RedisServer, Worker
+from tests.acceptance.cli import APPORTION, apportion, output_json
+from tests.conftest import EXAMPLES, load_example
+from tests.support.processes import RedisServer, Worker, free_port, wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker]
 
@@ -88,3 +92,54 @@ def test_events_follows_the_result_stream_with_a_consumer_group(
     assert all(e["envelope"]["status"] == "ok" for e in mine)
     # Acknowledged entries are not delivered to the group again.
     assert again.stdout.strip() == ""
+
+
+def test_the_worker_logs_one_line_per_job_and_no_payload(
+    worker: Worker, redis_server: RedisServer
+) -> None:
+    job_id = f"line-{uuid.uuid4()}"
+    job = {**load_example("partition.json"), "job_id": job_id}
+    env = {"APPORTION_REDIS_URL": redis_server.url}
+    assert apportion("submit", "partition", "-", "--wait", stdin=json.dumps(job), env=env).stdout
+
+    wait_until(lambda: job_id in worker.log_text(), 10, what="the job's log line")
+    lines = [line for line in worker.log_text().splitlines() if job_id in line]
+
+    assert len(lines) == 1
+    assert "INFO/ForkPoolWorker-" in lines[0]
+    assert f"job {job_id} partition ok (engine " in lines[0]
+    assert ", end-to-end " in lines[0]
+    assert "yaql=let(ram" not in worker.log_text()
+    assert " succeeded in " not in worker.log_text()
+
+
+def test_submit_wait_gives_up_within_its_timeout_when_redis_goes_away(tmp_path: Path) -> None:
+    server = RedisServer(port=free_port(), workdir=tmp_path)
+    server.start()
+    try:
+        proc = subprocess.Popen(
+            [
+                APPORTION,
+                "submit",
+                "partition",
+                str(EXAMPLES / "partition.json"),
+                "--wait",
+                "--timeout",
+                "4",
+            ],
+            env={**os.environ, "APPORTION_REDIS_URL": server.url},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(1.5)  # sent, waiting for an answer no worker will give
+        server.stop()
+        started = time.monotonic()
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        server.stop()
+
+    assert proc.returncode == 1
+    assert time.monotonic() - started < 15
+    assert f"lost the result backend at {server.url}" in stderr
+    assert "Traceback" not in stderr

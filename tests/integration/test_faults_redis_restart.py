@@ -38,7 +38,7 @@ from apportion.config.settings import Settings
 from apportion.workers.app import create_app
 from tests.acceptance.cli import APPORTION, apportion
 from tests.conftest import load_example, own_redis_server
-from tests.integration.conftest import worker_env
+from tests.integration.conftest import CELERY_TASK_LINES, worker_env
 from tests.support.jobs import (
     VARIANTS,
     Job,
@@ -74,7 +74,9 @@ def server(tmp_path: Path) -> Iterator[RedisServer]:
 
 @pytest.fixture
 def worker(server: RedisServer, tmp_path: Path) -> Iterator[Worker]:
-    w = Worker(env=worker_env(server.url, **LIMITS), logfile=tmp_path / "worker.log")
+    w = Worker(
+        env=worker_env(server.url, **LIMITS, **CELERY_TASK_LINES), logfile=tmp_path / "worker.log"
+    )
     w.start()
     yield w
     w.stop()

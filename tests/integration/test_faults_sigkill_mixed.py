@@ -28,7 +28,7 @@ import redis
 from apportion.config.settings import Settings
 from apportion.workers.app import create_app
 from tests.conftest import own_redis_server
-from tests.integration.conftest import worker_env
+from tests.integration.conftest import CELERY_TASK_LINES, worker_env
 from tests.support.jobs import (
     VARIANTS,
     event_counts,
@@ -92,7 +92,10 @@ def test_three_sigkills_during_1000_mixed_jobs_publish_every_received_job_exactl
 ) -> None:
     client = server.client()
     producer = create_app(Settings(redis_url=server.url))
-    worker = Worker(env=worker_env(server.url, **SHORT_LIMITS), logfile=tmp_path / "worker.log")
+    worker = Worker(
+        env=worker_env(server.url, **SHORT_LIMITS, **CELERY_TASK_LINES),
+        logfile=tmp_path / "worker.log",
+    )
     jobs = mixed_jobs(JOBS, "kill")
     started = time.monotonic()
 

@@ -246,7 +246,7 @@ def _partition_with(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
 
 
 def _launch_failures() -> dict[str, Any]:
-    job = load_example("launch_select_policy.json")
+    job = load_example("launch_select.json")
     job["failures"] = {"vsphere-a": HUGE}
     return job
 

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow]
 EXAMPLES = {
     "auto_attach": "auto_attach.json",
     "guest_host_attach": "guest_host_attach.json",
-    "launch_select": "launch_select_policy.json",
+    "launch_select": "launch_select.json",
     "partition": "partition.json",
     "launch_outcome": "launch_outcome.json",
 }

@@ -1,4 +1,6 @@
-"""Producers and observers outside Python: a Node.js producer and Flower's HTTP API."""
+"""A producer outside Python: examples/node-producer (Node.js, no Celery library) sends
+every example job by task name to a real worker and gets the envelope of
+examples/<name>.envelope.json back (Flower's API: tests/integration/test_flower.py)."""
 
 from __future__ import annotations
 
@@ -6,19 +8,16 @@ import json
 import os
 import shutil
 import subprocess
-import sys
-import time
-import urllib.request
 import uuid
-from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from celery import Celery
 
-from tests.conftest import REQUIRE_REDIS, load_example
-from tests.support.processes import REPO, RedisServer, Worker, free_port, wait_until
+from tests.conftest import EXAMPLES, REQUIRE_REDIS, load_example
+from tests.support.gen_docs import example_jobs, kind_of, without_timing
+from tests.support.processes import REPO, RedisServer, Worker
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker]
 
@@ -44,123 +43,84 @@ def _node() -> str:
     return node
 
 
-def test_a_node_producer_enqueues_by_task_name_and_reads_the_result_event(
-    worker: Worker, redis_server: RedisServer, tmp_path: Path
-) -> None:
-    node = _node()
-    job = {**load_example("partition.json"), "job_id": f"node-{uuid.uuid4()}"}
-    job_file = tmp_path / "job.json"
-    job_file.write_text(json.dumps(job))
-
-    proc = subprocess.run(
-        [node, "producer.mjs", "partition", str(job_file), "--timeout", "60"],
-        cwd=NODE_PRODUCER,
+def produce(
+    redis_server: RedisServer, kind: str, job_file: Path
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [_node(), str(NODE_PRODUCER / "producer.mjs"), kind, str(job_file), "--timeout", "60"],
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
         env={**os.environ, "REDIS_URL": redis_server.url},
     )
 
+
+def with_fresh_key(name: str) -> dict[str, Any]:
+    """The example with a key never used before (and, for an event, a recent time: the
+    example's fixed day is older than the failure history keeps)."""
+    job: dict[str, Any] = load_example(f"{name}.json")
+    key = "event_id" if kind_of(name) == "launch_outcome" else "job_id"
+    job[key] = f"node-{uuid.uuid4()}"
+    if key == "event_id":
+        job["at"] = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return job
+
+
+@pytest.mark.parametrize("name", sorted(example_jobs()))
+def test_the_node_producer_gets_each_examples_envelope_from_its_stream(
+    name: str, worker: Worker, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    job = with_fresh_key(name)
+    job_file = tmp_path / "job.json"
+    job_file.write_text(json.dumps(job))
+
+    proc = produce(redis_server, kind_of(name), job_file)
+
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
+    assert out["entryId"] is not None  # read from the result stream
     envelope = out["envelope"]
-    assert envelope["status"] == "ok"
-    assert envelope["job_id"] == job["job_id"]
-    sdb = next(d for d in envelope["result"]["disks"] if d["disk_id"] == "sdb")
-    assert {s["space_id"]: s["size"] for s in sdb["spaces"]} == {
-        "root": 136,
-        "swap": 64,
-        "ceph-journal": 0,
-        "unallocated": 0,
-    }
-    # The worker ran it as the task the headers named, with the id the producer chose.
-    assert f"apportion.partition[{out['taskId']}]" in worker.log_text()
+    expected = json.loads((EXAMPLES / f"{name}.envelope.json").read_text())
+    key = job.get("event_id", job.get("job_id"))
+    expected["job_id"] = key
+    if kind_of(name) == "launch_outcome":
+        # Recorded by the worker's failure history (`apportion solve` has none: null).
+        assert envelope["result"].pop("recorded") is True
+        expected["result"].pop("recorded")
+        expected["result"] |= {"event_id": key, "at": job["at"]}
+    assert without_timing(envelope) == without_timing(expected)
+    # The worker ran it as the task the producer named, under the id it chose.
+    assert f"task {out['taskId']}" in worker.log_text()
+
+
+def test_sending_the_same_job_again_answers_this_message_not_an_older_event(
+    worker: Worker, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    job = with_fresh_key("partition")
+    job_file = tmp_path / "job.json"
+    job_file.write_text(json.dumps(job))
+
+    first = json.loads(produce(redis_server, "partition", job_file).stdout)
+    again = produce(redis_server, "partition", job_file)
+
+    assert again.returncode == 0, again.stderr
+    second = json.loads(again.stdout)
+    # One event per job_id on the stream: the second answer is this message's own, read
+    # from the result backend by its task id, never the first message's stream entry.
+    assert second["taskId"] != first["taskId"]
+    assert second["entryId"] is None
+    assert second["envelope"]["job_id"] == job["job_id"]
 
 
 def test_a_node_producer_gets_rejected_envelopes_for_bad_jobs(
     worker: Worker, redis_server: RedisServer, tmp_path: Path
 ) -> None:
-    node = _node()
     job_file = tmp_path / "bad.json"
     job_file.write_text(json.dumps({"job_id": f"node-bad-{uuid.uuid4()}", "schema": "nope"}))
 
-    proc = subprocess.run(
-        [node, "producer.mjs", "partition", str(job_file)],
-        cwd=NODE_PRODUCER,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "REDIS_URL": redis_server.url},
-    )
+    proc = produce(redis_server, "partition", job_file)
 
     assert proc.returncode == 4, proc.stderr
     assert json.loads(proc.stdout)["envelope"]["status"] == "rejected"
     assert worker.alive
-
-
-@pytest.fixture(scope="module")
-def flower(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    log = tmp_path_factory.mktemp("flower") / "flower.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "apportion.workers.app",
-                "flower",
-                "--address=127.0.0.1",
-                f"--port={port}",
-            ],
-            cwd=REPO,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={
-                **os.environ,
-                "APPORTION_REDIS_URL": redis_server.url,
-                "FLOWER_UNAUTHENTICATED_API": "true",
-            },
-        )
-    base = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            with urllib.request.urlopen(f"{base}/healthcheck", timeout=2) as r:
-                return r.status == 200
-        except OSError:
-            return False
-
-    try:
-        wait_until(up, 60, what="flower listening")
-        time.sleep(1.0)  # let Flower subscribe to the event stream before we send
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(20)
-
-
-def _get(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=5) as response:
-        return json.loads(response.read())
-
-
-def test_flower_lists_a_submitted_task_with_its_arguments(
-    worker: Worker, flower: str, producer: Celery
-) -> None:
-    job_id = f"flower-{uuid.uuid4()}"
-    result = producer.send_task(
-        "apportion.partition", args=[{**load_example("partition.json"), "job_id": job_id}]
-    )
-    assert result.get(timeout=60)["status"] == "ok"
-
-    def listed() -> bool:
-        task = _get(f"{flower}/api/tasks").get(result.id)
-        return bool(task) and task.get("state") == "SUCCESS"
-
-    wait_until(listed, 30, what="task in Flower")
-    task = _get(f"{flower}/api/task/info/{result.id}")
-    assert task["name"] == "apportion.partition"
-    assert job_id in task["args"]
-    assert task["worker"].startswith("test-")

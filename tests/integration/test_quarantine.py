@@ -25,7 +25,7 @@ from apportion.config.settings import Settings
 from apportion.workers.app import create_app
 from apportion.workers.redis.keys import Keys
 from tests.conftest import load_example
-from tests.integration.conftest import worker_env
+from tests.integration.conftest import CELERY_TASK_LINES, worker_env
 from tests.support.processes import REPO, RedisServer, Worker, wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow]
@@ -98,6 +98,7 @@ def test_a_job_whose_worker_is_killed_twice_is_quarantined_and_can_be_requeued(
     # twice: each time the message comes back after the visibility timeout.
     env = worker_env(
         url,
+        **CELERY_TASK_LINES,  # this test reads Celery's "received" line
         APPORTION_VISIBILITY_TIMEOUT="6",
         APPORTION_UNACKED_RESTORE_INTERVAL="1",
         **{f"APPORTION_TIME_LIMITS__{q}__SOFT": "3" for q in ("ATTACH", "LAUNCH", "EVENTS")},

@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 QUEUE = {
     "partition": "partition",
     "auto_attach": "attach",
@@ -47,7 +47,7 @@ def _example(name: str) -> dict[str, Any]:
 
 def templates() -> dict[str, dict[str, Any]]:
     """One deterministic job per kind (launch_select seeded, with its own failures)."""
-    launch = _example("launch_select_policy.json")
+    launch = _example("launch_select.json")
     launch.update(seed=7, failures={})
     return {
         "partition": _example("partition.json"),

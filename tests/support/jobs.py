@@ -1,4 +1,4 @@
-"""Mixed jobs of every kind, built from the vendored examples, for fault tests and the soak.
+"""Mixed jobs of every kind, built from examples/, for fault tests and the soak.
 
 Each job gets a distinct idempotency key (``job_id``; ``event_id`` for a
 launch_outcome, which is what its result event carries as ``job_id``), so a test can
@@ -19,7 +19,7 @@ from typing import Any
 
 import redis
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 # variant → (kind, example file). launch_select runs both with the job's own policy and
 # without one (the worker's default policy from config/default_policy.yaml).
@@ -27,8 +27,8 @@ VARIANTS: dict[str, tuple[str, str]] = {
     "partition": ("partition", "partition.json"),
     "auto_attach": ("auto_attach", "auto_attach.json"),
     "guest_host_attach": ("guest_host_attach", "guest_host_attach.json"),
-    "launch_select_default_policy": ("launch_select", "launch_select_candidates.json"),
-    "launch_select_policy": ("launch_select", "launch_select_policy.json"),
+    "launch_select_default_policy": ("launch_select", "launch_select.candidates.json"),
+    "launch_select_policy": ("launch_select", "launch_select.json"),
     "launch_outcome": ("launch_outcome", "launch_outcome.json"),
 }
 ACCOUNTS = ("vsphere-a", "vsphere-b", "ec2")

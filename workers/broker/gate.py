@@ -43,6 +43,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +56,10 @@ from apportion.limits import Limits, env_name
 
 # The header carrying the gate's verdict to the task; a producer's own is discarded.
 VERDICT_HEADER = "apportion_rejected"
+# The UNIX time a producer sent the job (optional): kept when it is a number, for the
+# worker's end-to-end latency (workers/observe.py); apportion submit and the Node
+# producer send it.
+SENT_AT_HEADER = "apportion_sent_at"
 # Task ids the gate makes up are stable for a message (its delivery tag), so a
 # redelivered message keeps its id, and its answer its idempotency key.
 _TASK_IDS = uuid.UUID("5b0f7c1e-2d4a-4f7e-9a51-0c2f1d8e6a13")
@@ -253,6 +258,11 @@ def _headers(
     }
     if headers.get("redelivered") is True:
         clean["redelivered"] = True
+    # When the producer sent it (UNIX seconds): the worker's end-to-end latency metric
+    # (workers/observe.py). A number, or nothing.
+    sent_at = headers.get(SENT_AT_HEADER)
+    if (type(sent_at) is int or type(sent_at) is float) and math.isfinite(sent_at):
+        clean[SENT_AT_HEADER] = sent_at
     asked = headers.get("timelimit")
     own = list(rules.tasks[headers["task"]]) if rules.tasks is not None else None
     # Celery's own apply_async and retries send the task's configured limits: no news.

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
+from apportion.codec import encode_text
 from apportion.config.settings import get_settings
 from apportion.errors import StoreUnavailable
-from apportion.workers.redis.client import get_redis
+from apportion.workers.redis.client import make_redis, redact_url
 from apportion.workers.redis.keys import SUBSCRIBER_GROUP, Keys
 from apportion.workers.results.subscriber import StreamEvent, StreamSubscriber
 
@@ -22,6 +22,19 @@ def _line(event: StreamEvent) -> str:
     return f"{event.entry_id}  {event.kind:<18} {event.status:<10} {event.job_id}{tail}"
 
 
+def _print(event: StreamEvent, as_json: bool) -> None:
+    if as_json:
+        record: dict[str, Any] = {
+            "stream": event.stream,
+            "id": event.entry_id,
+            **event.fields,
+            "envelope": event.envelope(),
+        }
+        print(encode_text(record), flush=True)
+    else:
+        print(_line(event), flush=True)
+
+
 def follow(
     *,
     kinds: Sequence[str],
@@ -31,43 +44,56 @@ def follow(
     as_json: bool,
     idle_exit: float | None,
     claim_idle_ms: int = 60_000,
+    connect_timeout: float = 30.0,
 ) -> int:
+    """Follow the streams; 0 when done (count reached, idle), 1 when Redis stayed away.
+
+    Redis being unreachable is retried with backoff for ``connect_timeout`` seconds
+    (a restart rides through), then the command gives up with a message; ``idle_exit``
+    counts the time Redis is away too, so a script using it never waits longer.
+    """
     settings = get_settings()
     keys = Keys(settings.stream_prefix)
     streams = [keys.results_stream(k) for k in kinds]
+    # No reconnect loop inside a call: this loop retries, and keeps its deadlines.
     sub = StreamSubscriber(
-        get_redis(settings),
+        make_redis(settings.redis_url, retries=0),
         streams,
         group=group or SUBSCRIBER_GROUP,
         consumer=consumer,
         claim_idle_ms=claim_idle_ms,
     )
+    where = redact_url(settings.redis_url)
     seen = 0
     last = time.monotonic()
+    down_since: float | None = None
     backoff = 0.5
     while count is None or seen < count:
+        idle = time.monotonic() - last
         try:
             sub.ensure_groups()
             events = sub.read(count=100 if count is None else max(1, count - seen))
-            backoff = 0.5
+            down_since, backoff = None, 0.5
         except StoreUnavailable as exc:
-            print(f"apportion events: Redis unavailable ({exc}); retrying", file=sys.stderr)
+            now = time.monotonic()
+            down_since = down_since or now
+            if now - down_since >= connect_timeout or (idle_exit is not None and idle > idle_exit):
+                print(
+                    f"apportion events: cannot reach Redis at {where} "
+                    f"(for {now - down_since:.0f} s): {exc}",
+                    file=sys.stderr,
+                )
+                return 1
+            print(
+                f"apportion events: Redis at {where} unavailable ({exc}); retrying", file=sys.stderr
+            )
             time.sleep(backoff)
-            backoff = min(backoff * 2, 10.0)
+            backoff = min(backoff * 2, 5.0)
             continue
-        if not events and idle_exit is not None and time.monotonic() - last > idle_exit:
+        if not events and idle_exit is not None and idle > idle_exit:
             break
         for event in events:
-            if as_json:
-                record: dict[str, Any] = {
-                    "stream": event.stream,
-                    "id": event.entry_id,
-                    **event.fields,
-                    "envelope": event.envelope(),
-                }
-                print(json.dumps(record), flush=True)
-            else:
-                print(_line(event), flush=True)
+            _print(event, as_json)
             sub.ack(event)
             seen += 1
             last = time.monotonic()

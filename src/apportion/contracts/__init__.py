@@ -8,6 +8,6 @@ only by extending. Which model belongs to which job kind is the registry's busin
 from __future__ import annotations
 
 from apportion.contracts.base import JobBase
-from apportion.contracts.envelope import Envelope, ErrorDetail, ErrorInfo, Status
+from apportion.contracts.envelope import Envelope, ErrorDetail, ErrorInfo, Status, WarningDetail
 
-__all__ = ["Envelope", "ErrorDetail", "ErrorInfo", "JobBase", "Status"]
+__all__ = ["Envelope", "ErrorDetail", "ErrorInfo", "JobBase", "Status", "WarningDetail"]

@@ -1,4 +1,4 @@
-"""Shared building blocks of the wire contract (SPEC.md §2)."""
+"""Shared building blocks of the wire contract (docs/contract.md)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ class WireModel(BaseModel):
 
     Unknown fields are ignored rather than rejected: producers such as Candlepin send
     whole server objects (href, owner, created …) and a newer producer may send fields
-    this version does not know. Each model that must keep extra keys (a partition
-    space's ``mount`` and friends) opts in with ``extra="allow"``.
+    this version does not know. The envelope warns about each one, with the closest
+    known name (apportion.unknown_fields); ``strict: true`` rejects them. Each model
+    that must keep extra keys (a partition space's ``mount`` and friends) opts in with
+    ``extra="allow"``.
     """
 
     model_config = ConfigDict(
@@ -70,3 +72,8 @@ class JobBase(WireModel):
     """Fields every job has. ``job_id`` is the idempotency key (defaults to the task id)."""
 
     job_id: JobId | None = None
+    # Unknown fields are warned about in the envelope; a strict job is rejected instead
+    # (apportion.unknown_fields).
+    strict: bool = Field(
+        default=False, description="reject the job (unknown_field) if it has unknown fields"
+    )

@@ -36,11 +36,21 @@ class ErrorInfo:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class WarningDetail:
+    path: Annotated[str, Field(description="JSON path of the field, e.g. schema[3].best_with_disk")]
+    code: Annotated[str, Field(description="machine-readable reason, e.g. unknown_field")]
+    message: str
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Envelope:
-    """``{"job_id", "kind", "status", "result", "error", "engine_version", "elapsed_ms"}``.
+    """``{"job_id", "kind", "status", "result", "error", "warnings"?, "engine_version",
+    "elapsed_ms"}``.
 
     ``result`` is set exactly when ``status`` is ``ok``; ``error`` otherwise.
+    ``warnings`` (an extension of the contract: unknown fields the job carried) is
+    written only when there is at least one, so envelopes without any are unchanged.
     """
 
     job_id: str | None
@@ -48,6 +58,10 @@ class Envelope:
     status: Status
     result: dict[str, Any] | None = None
     error: ErrorInfo | None = None
+    warnings: Annotated[
+        Sequence[WarningDetail],
+        Field(description="things in the job that were ignored; absent when there are none"),
+    ] = ()
     engine_version: str
     elapsed_ms: float
 
@@ -57,15 +71,20 @@ class Envelope:
 
     def as_dict(self) -> dict[str, Any]:
         """The envelope as plain JSON data, in the contract's field order."""
-        return {
+        out: dict[str, Any] = {
             "job_id": self.job_id,
             "kind": self.kind,
             "status": self.status,
             "result": self.result,
             "error": None if self.error is None else self.error.as_dict(),
-            "engine_version": self.engine_version,
-            "elapsed_ms": self.elapsed_ms,
         }
+        if self.warnings:
+            out["warnings"] = [
+                {"path": w.path, "code": w.code, "message": w.message} for w in self.warnings
+            ]
+        out["engine_version"] = self.engine_version
+        out["elapsed_ms"] = self.elapsed_ms
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Envelope:
@@ -83,6 +102,7 @@ class Envelope:
                 message=error["message"],
                 details=tuple(ErrorDetail(**d) for d in error.get("details", ())),
             ),
+            warnings=tuple(WarningDetail(**w) for w in data.get("warnings") or ()),
             engine_version=data.get("engine_version", ""),
             elapsed_ms=data.get("elapsed_ms", 0.0),
         )

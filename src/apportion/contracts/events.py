@@ -1,4 +1,4 @@
-"""launch_outcome event (SPEC.md §2.4) and the result-stream entry."""
+"""launch_outcome event (docs/contract.md#launch_outcome) and the result-stream entry."""
 
 from __future__ import annotations
 

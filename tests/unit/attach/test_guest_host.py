@@ -8,7 +8,7 @@ from typing import Any
 
 from tests.unit.attach.support import consumer, ent, guest_attach, pool, stacking
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 HOST = "host-1"
 
 

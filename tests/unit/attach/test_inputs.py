@@ -13,7 +13,7 @@ from apportion.engine import Context, run
 from apportion.limits import Limits
 from tests.unit.attach.support import CTX, NOW, consumer, ent, job, pool, stacking
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def _details(kind: str, payload: dict[str, Any], ctx: Context = CTX) -> list[tuple[str, str]]:

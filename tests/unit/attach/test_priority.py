@@ -19,7 +19,8 @@ from tests.unit.attach.support import (
     syspurpose,
 )
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+REFERENCE = Path(__file__).resolve().parents[2] / "data" / "reference"
 
 
 def _worked_example(rules: str) -> dict[str, object]:
@@ -41,7 +42,7 @@ def test_the_worked_example_attaches_one_of_pool_1_and_reports_its_priority() ->
     assert result["pool_quantities"] == {"pool-1": 1}
     (group,) = result["explanation"]["groups"]
     assert group["pool_priorities"] == {"pool-1": 9028.5}
-    expected = json.loads((EXAMPLES / "auto_attach.expected.json").read_text())
+    expected = json.loads((REFERENCE / "auto_attach.json").read_text())
     assert result["pool_quantities"] == expected["pool_quantities"]
 
 

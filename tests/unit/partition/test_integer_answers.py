@@ -1,4 +1,4 @@
-"""Whole MiB that satisfy every constraint exactly (SPEC.md §2.5 "go beyond the seed")."""
+"""Whole MiB that satisfy every constraint exactly (docs/contract.md#partition; beyond the seed)."""
 
 from __future__ import annotations
 

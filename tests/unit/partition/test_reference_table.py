@@ -1,4 +1,4 @@
-"""Every row of the table in shared/reference/bareon-partition.md, with its exact values.
+"""Every row of the reference table of the Bareon allocator's LP rows, with its exact values.
 
 The lvs sit in a vg `vg1` listed first; one disk sda of 100 MiB unless stated.
 """

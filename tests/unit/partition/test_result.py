@@ -10,8 +10,9 @@ from apportion.engine import run
 
 from .support import disks, in_vg, lv, partition, payload, solve_payload
 
-# Vendored copies of shared/examples (tests/data/README.md), so any clone can run this.
-EXAMPLES = Path(__file__).resolve().parents[2] / "data" / "examples"
+# The example job (examples/) and the reference allocator's answer (tests/data/reference/).
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+REFERENCE = Path(__file__).resolve().parents[2] / "data" / "reference"
 
 
 def _load(name: str) -> Any:
@@ -23,7 +24,9 @@ def test_shared_example_gives_exactly_the_reference_disks() -> None:
     assert envelope.status == "ok"
     assert envelope.job_id == "example-partition-1"
     assert envelope.result is not None
-    assert envelope.result["disks"] == _load("partition.expected.json")["disks"]
+    assert (
+        envelope.result["disks"] == json.loads((REFERENCE / "partition.json").read_text())["disks"]
+    )
 
 
 def test_shared_example_volume_group_has_a_physical_volume_per_disk_it_uses() -> None:

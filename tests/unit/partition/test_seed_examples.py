@@ -1,4 +1,4 @@
-"""The worked examples of shared/seeds/partition-allocator.txt, with exact answers."""
+"""The worked examples of the partition-allocator seed document, with exact answers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""yaql is bounded in length, iterations, memory and wall time (SPEC.md §5).
+"""yaql is bounded in length, iterations, memory and wall time (docs/contract.md#limits).
 
 Each bomb must be stopped within a couple of seconds with a failure naming the
 expression; the worker (this test process) keeps serving afterwards.

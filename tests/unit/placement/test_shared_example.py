@@ -1,4 +1,4 @@
-"""shared/examples/launch_select_candidates.json: the seed's same_subtree FPGA/NUMA
+"""examples/launch_select.candidates.json: the seed's same_subtree FPGA/NUMA
 example, answered as OpenStack Placement answers it."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from apportion.engine import run
-from tests.conftest import load_example
+from tests.conftest import load_example, load_reference
 
 
 def canonical(requests: list[dict[str, object]]) -> list[str]:
@@ -19,8 +19,8 @@ def canonical(requests: list[dict[str, object]]) -> list[str]:
 
 
 def test_the_candidates_example_matches_placements_answer() -> None:
-    job = load_example("launch_select_candidates.json")
-    expected = load_example("launch_select_candidates.expected.json")
+    job = load_example("launch_select.candidates.json")
+    expected = load_reference("launch_select.candidates.json")
     env = run("launch_select", job)
     assert env.status == "ok"
     assert env.result is not None

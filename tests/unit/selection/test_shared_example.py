@@ -1,4 +1,4 @@
-"""The shared example launch_select_policy.json, computed by hand.
+"""The example examples/launch_select.json, computed by hand.
 
 vsphere-a (priority 10, weight 2, 2 failures; two hosts), vsphere-b (priority 10,
 weight 1), ec2 (priority 1, cost 0.4/h); policy equal → weights → failure_penalty
@@ -27,9 +27,8 @@ from apportion.limits import Limits
 from apportion.selection import PolicyOutcome, apply_policy
 from tests.unit.selection.builders import NOW
 
-# The repository's copy of shared/examples/launch_select_policy.json.
 REQUEST: TypeAdapter[AllocationRequest] = TypeAdapter(AllocationRequest)
-EXAMPLE = Path(__file__).resolve().parents[2] / "data" / "examples" / "launch_select_policy.json"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "launch_select.json"
 
 
 def _outcome(**overrides: object) -> PolicyOutcome:

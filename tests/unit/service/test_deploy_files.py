@@ -1,96 +1,145 @@
-"""docker-compose.yml and Procfile cannot be run here (no Docker engine), so they are
-kept honest by parsing them: every command they name must exist in this project."""
+"""docker-compose.yml and the Procfile, read as files: every command they run exists in
+this project, every queue has its worker, and the production choices are there.
+
+Both are also started for real: the Procfile with honcho in
+tests/integration/test_deployment.py; docker-compose.yml cannot be run here (no Docker
+engine), so the same test validates it with `docker compose config` (or
+`docker-compose config`) where one is installed.
+"""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
+import re
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from apportion import kinds
+from apportion.cli import COMMANDS
+from apportion.config.settings import Settings
 
 QUEUES = kinds.queues()
 
 REPO = Path(__file__).resolve().parents[3]
 
 
-def compose() -> dict[str, dict[str, object]]:
+def compose() -> dict[str, dict[str, Any]]:
     data = yaml.safe_load((REPO / "docker-compose.yml").read_text())
-    services: dict[str, dict[str, object]] = data["services"]
+    services: dict[str, dict[str, Any]] = data["services"]
     return services
 
 
-def procfile() -> dict[str, list[str]]:
+def procfile() -> dict[str, str]:
     out = {}
     for line in (REPO / "Procfile").read_text().splitlines():
         if line.strip() and not line.startswith("#"):
             name, _, command = line.partition(":")
-            out[name.strip()] = shlex.split(command)
+            out[name.strip()] = command.strip()
     return out
 
 
-def check_celery_command(argv: list[str]) -> str:
-    """Validate a `celery -A MODULE SUBCOMMAND …` line; return what it runs."""
-    assert argv[0] == "celery"
-    app_module = argv[argv.index("-A") + 1]
-    module = importlib.import_module(app_module)
-    assert hasattr(module, "app"), f"{app_module} has no Celery `app`"
-    sub = argv[argv.index("-A") + 2]
-    if sub == "worker":
+def words(command: str) -> list[str]:
+    """The command a Procfile line runs: past `VAR=value` prefixes and `exec`."""
+    argv = shlex.split(command)
+    while argv and (re.match(r"^[A-Z_]+=", argv[0]) or argv[0] == "exec"):
+        argv = argv[1:]
+    return argv
+
+
+def runs(argv: list[str]) -> str:
+    """What an `apportion …` or `celery -A … flower` command line starts."""
+    if argv[:2] == ["apportion", "worker"]:
         queues = argv[argv.index("-Q") + 1].split(",")
         assert set(queues) <= set(QUEUES), f"unknown queue in {queues}"
         return "worker:" + ",".join(queues)
-    assert sub == "flower"
-    assert importlib.util.find_spec("flower") is not None, "flower is not installable extra"
+    if argv[0] == "apportion":
+        assert argv[1] in COMMANDS, argv
+        return argv[1]
+    assert argv[:3] == ["celery", "-A", "apportion.workers.flower"], argv
+    assert argv[3] == "flower"
     return "flower"
 
 
-def test_every_compose_command_names_a_real_app_queue_or_flower() -> None:
-    runs = []
-    for name, service in compose().items():
-        command = service.get("command")
-        if name == "redis":
-            continue
-        assert isinstance(command, list), name
-        runs.append(check_celery_command([str(c) for c in command]))
-
-    assert sorted(r for r in runs if r.startswith("worker:")) == sorted(
-        f"worker:{q}" for q in QUEUES
+def test_compose_runs_one_worker_per_queue_flower_and_the_metrics_exporter() -> None:
+    services = compose()
+    started = sorted(
+        runs([str(c) for c in s["command"]]) for n, s in services.items() if n != "redis"
     )
-    assert "flower" in runs
+
+    assert started == sorted(["flower", "metrics", *(f"worker:{q}" for q in QUEUES)])
 
 
-def test_compose_redis_keeps_an_append_only_file_on_a_volume() -> None:
+def test_compose_redis_keeps_an_append_only_file_on_a_volume_and_has_a_health_check() -> None:
     redis = compose()["redis"]
 
-    command = [str(c) for c in redis["command"]]  # type: ignore[attr-defined]
+    command = [str(c) for c in redis["command"]]
     assert command[command.index("--appendonly") + 1] == "yes"
-    assert any(str(v).endswith(":/data") for v in redis["volumes"])  # type: ignore[attr-defined]
+    assert any(str(v).endswith(":/data") for v in redis["volumes"])
+    assert redis["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
 
 
-def test_the_procfile_runs_the_same_processes_as_compose() -> None:
-    proc = procfile()
-    runs = [check_celery_command(argv) for name, argv in proc.items() if name != "redis"]
+@pytest.mark.parametrize("queue", QUEUES)
+def test_each_compose_worker_is_checked_with_apportion_health_on_its_own_queue(queue: str) -> None:
+    service = compose()[f"worker-{queue}"]
 
-    assert sorted(runs) == sorted(
-        check_celery_command([str(c) for c in s["command"]])  # type: ignore[union-attr]
-        for n, s in compose().items()
-        if n != "redis"
-    )
-    redis = proc["redis"]
-    assert redis[0] == "redis-server"
-    assert redis[redis.index("--appendonly") + 1] == "yes"
+    test = service["healthcheck"]["test"]
+    assert test[0] == "CMD-SHELL"
+    argv = shlex.split(test[1])
+    assert argv[:2] == ["apportion", "health"]
+    assert argv[argv.index("--queue") + 1] == queue
+    assert argv[argv.index("--node") + 1] == f"{queue}@$${{HOSTNAME}}"
+    command = [str(c) for c in service["command"]]
+    assert command[command.index("-n") + 1] == f"{queue}@%h"  # the name --node asks for
+    assert service["depends_on"]["redis"]["condition"] == "service_healthy"
+
+
+def test_compose_flower_requires_credentials_and_is_published_on_localhost_only() -> None:
+    flower = compose()["flower"]
+
+    assert flower["environment"]["FLOWER_BASIC_AUTH"].startswith("${FLOWER_BASIC_AUTH:?")
+    assert flower["ports"] == ["127.0.0.1:5555:5555"]
+    assert "healthcheck" in flower
 
 
 @pytest.mark.parametrize("queue", ["attach", "launch", "partition"])
 def test_long_queues_prefetch_one_message_at_a_time(queue: str) -> None:
-    command = [str(c) for c in compose()[f"worker-{queue}"]["command"]]  # type: ignore[union-attr]
+    command = [str(c) for c in compose()[f"worker-{queue}"]["command"]]
 
     assert command[command.index("--prefetch-multiplier") + 1] == "1"
+
+
+def test_every_apportion_setting_compose_sets_is_a_real_setting() -> None:
+    known = {f"APPORTION_{name.upper()}" for name in Settings.model_fields}
+    for name, service in compose().items():
+        for variable in service.get("environment") or {}:
+            if variable.startswith("APPORTION_"):
+                assert variable in known, f"{name}: {variable}"
+
+
+def test_the_procfile_runs_the_same_processes_as_compose() -> None:
+    proc = procfile()
+    started = sorted(runs(words(command)) for name, command in proc.items() if name != "redis")
+
+    assert started == sorted(
+        runs([str(c) for c in s["command"]]) for n, s in compose().items() if n != "redis"
+    )
+
+
+def test_the_procfile_redis_makes_its_directory_first_and_keeps_an_append_only_file() -> None:
+    redis = procfile()["redis"]
+
+    assert redis.startswith("mkdir -p var/redis && ")
+    argv = words(redis.split("&&", 1)[1])
+    assert argv[0] == "redis-server"
+    assert argv[argv.index("--appendonly") + 1] == "yes"
+    assert argv[argv.index("--dir") + 1] == "var/redis"
+
+
+def test_the_procfile_flower_refuses_to_start_without_credentials() -> None:
+    assert '--basic-auth="${FLOWER_BASIC_AUTH:?' in procfile()["flower"]
 
 
 def test_the_dockerfile_copies_only_paths_that_exist() -> None:

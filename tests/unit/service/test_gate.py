@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 
 from apportion.limits import Limits
-from apportion.workers.broker.gate import VERDICT_HEADER, Bury, Deliver, GateRules, inspect
+from apportion.workers.broker.gate import (
+    SENT_AT_HEADER,
+    VERDICT_HEADER,
+    Bury,
+    Deliver,
+    GateRules,
+    inspect,
+)
 from tests.fuzz.hostile import nested
 from tests.support.hostile_stream import call, item
 
@@ -231,3 +238,15 @@ def test_headers_outside_the_whitelist_are_dropped_and_reprs_cut() -> None:
     assert not {"shadow", "ignore_result", "stamps", VERDICT_HEADER} & set(headers)
     assert headers["group"] is None
     assert len(headers["argsrepr"]) == 1024
+
+
+@pytest.mark.parametrize(
+    ("sent_at", "kept"),
+    [(1795600000.25, True), (1795600000, True), ("soon", False), (None, False), (True, False)],
+)
+def test_the_producers_send_time_is_kept_only_when_it_is_a_number(sent_at: Any, kept: bool) -> None:
+    headers = delivered(message(apportion_sent_at=sent_at)).message["headers"]
+
+    assert (SENT_AT_HEADER in headers) is kept
+    if kept:
+        assert headers[SENT_AT_HEADER] == sent_at

@@ -7,6 +7,7 @@ from celery.utils.saferepr import saferepr
 from apportion.config.settings import Settings
 from apportion.engine import Context, run
 from apportion.workers.app import create_app
+from apportion.workers.observe import PREVIEW_MAX, Answer
 
 SMALL = {
     "job_id": "6f1c2a9e-4b7d-4c1e-9a53-2f0e8d7b1c44",
@@ -19,16 +20,16 @@ SMALL = {
 }
 
 
-def test_the_success_log_shows_a_uuid_job_id_kind_and_status_and_not_the_whole_result() -> None:
+def test_what_celery_shows_of_a_result_is_a_short_preview_led_by_the_status() -> None:
     app = create_app(Settings(), broker="memory://", backend="cache+memory://")
     task = app.tasks["apportion.partition"]
     envelope = run("partition", SMALL, Context()).as_dict()
 
-    # What Celery logs and sends in task-succeeded for a return value.
-    shown = saferepr(envelope, task.resultrepr_maxsize)
+    # What Celery logs and sends in task-succeeded (Flower's result text) for the value
+    # a job task returns: an Answer holding the envelope (workers/observe.py).
+    shown = saferepr(Answer(envelope), task.resultrepr_maxsize)
 
-    assert shown.startswith(
-        "{'job_id': '6f1c2a9e-4b7d-4c1e-9a53-2f0e8d7b1c44', 'kind': 'partition', 'status': 'ok'"
-    )
-    assert len(shown) < 130
+    assert shown.startswith("OK (job 6f1c2a9e-4b7d-4c1e-9a53-2f0e8d7b1c44, ")
+    assert shown.endswith("result: disks, volume_groups, partitions")
+    assert len(shown) <= PREVIEW_MAX
     assert "logical_volumes" not in shown

@@ -1,0 +1,117 @@
+"""What every command shares: exit codes, reading input, writing JSON, settings.
+
+Only the standard library at module level: ``apportion --help`` imports every command
+module to build its parser, and must start in well under a second.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from apportion.config.settings import Settings
+    from apportion.contracts import Envelope
+    from apportion.engine_settings import EngineSettings
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INFEASIBLE = 3
+EXIT_REJECTED = 4
+
+STATUS_EXIT = {"ok": EXIT_OK, "infeasible": EXIT_INFEASIBLE, "rejected": EXIT_REJECTED}
+
+KIND_HELP = "job kind: auto_attach, guest_host_attach, launch_select, partition, launch_outcome"
+
+
+class UsageError(Exception):
+    """A mistake in the command line; exit 2 with the message."""
+
+
+class CommandFailed(Exception):
+    """The command could not do its work (Redis unreachable, timeout); exit 1."""
+
+
+def read_input(source: str) -> str:
+    if source == "-":
+        return sys.stdin.read()
+    path = Path(source)
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read {source}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{source} is not UTF-8 text: {exc}") from exc
+
+
+def print_json(data: Any, pretty: bool | None = None) -> None:
+    """Write ``data`` as JSON: compact for programs, indented on a terminal or when asked."""
+    from apportion.codec import encode
+
+    if pretty is None:
+        pretty = sys.stdout.isatty()
+    sys.stdout.flush()
+    sys.stdout.buffer.write(encode(data, pretty=pretty) + b"\n")
+    sys.stdout.buffer.flush()
+
+
+def settings() -> Settings:
+    """The worker's settings (commands that reach Redis)."""
+    from apportion.config.settings import get_settings
+
+    try:
+        return get_settings()
+    except ValueError as exc:  # pydantic ValidationError is a ValueError
+        raise UsageError(f"invalid APPORTION_* configuration: {exc}") from exc
+
+
+def engine_settings() -> EngineSettings:
+    """What answering a job in-process needs (solve, explain): no service packages."""
+    from apportion.engine_settings import EngineSettings
+
+    try:
+        return EngineSettings()
+    except ValueError as exc:
+        raise UsageError(f"invalid APPORTION_* configuration: {exc}") from exc
+
+
+def check_kind(kind: str) -> None:
+    from apportion import kinds
+
+    engine_settings()  # loads APPORTION_KIND_MODULES: a deployment's own kinds are valid too
+    if kind not in kinds.REGISTRY:
+        raise UsageError(f"unknown kind {kind!r}; choose one of: {', '.join(kinds.names())}")
+
+
+def jobs_from_text(kind: str, text: str) -> tuple[list[Any], bool, Envelope | None]:
+    """Parse the input: (jobs, was_array, rejection envelope if the text is not JSON)."""
+    from apportion.engine import parse_json_text, run
+    from apportion.errors import Rejected
+
+    try:
+        data = parse_json_text(text, engine_settings().limits)
+    except Rejected:
+        return [], False, run(kind, text)
+    if isinstance(data, list):
+        return data, True, None
+    return [data], False, None
+
+
+def redis_location(url: str) -> str:
+    """``url`` without its password, for messages (never print a secret)."""
+    from apportion.workers.redis.client import redact_url
+
+    return redact_url(url)
+
+
+def add_pretty(parser: Any) -> None:
+    import argparse
+
+    parser.add_argument(
+        "--pretty",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="indent the JSON (default: only when writing to a terminal)",
+    )

@@ -1,0 +1,50 @@
+"""``apportion events``: follow the result streams with a consumer group."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from apportion.cli.common import check_kind, settings
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("events", help="follow the result streams with a consumer group")
+    p.add_argument("--kind", action="append", help="a job kind; repeatable; default all")
+    p.add_argument("--group", default=None, help="consumer group (default apportion-subscribers)")
+    p.add_argument("--consumer", default=None, help="consumer name (default host-pid)")
+    p.add_argument("--count", type=int, default=None, help="exit after this many events")
+    p.add_argument("--idle-exit", type=float, default=None, help="exit after N idle seconds")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.add_argument(
+        "--claim-idle-ms",
+        type=int,
+        default=60_000,
+        help="take over other consumers' entries left unacknowledged this long (default 60000)",
+    )
+    p.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=30.0,
+        help="give up (exit 1) when Redis stays unreachable this many seconds (default 30)",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from apportion import kinds
+    from apportion.workers.results.events_cli import follow
+
+    settings()  # loads a deployment's own kinds (APPORTION_KIND_MODULES)
+    for kind in args.kind or ():
+        check_kind(kind)
+    return follow(
+        kinds=args.kind or list(kinds.names()),
+        group=args.group,
+        consumer=args.consumer,
+        count=args.count,
+        as_json=args.json,
+        idle_exit=args.idle_exit,
+        claim_idle_ms=args.claim_idle_ms,
+        connect_timeout=args.connect_timeout,
+    )

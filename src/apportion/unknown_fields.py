@@ -1,0 +1,555 @@
+"""Fields a job carries that its kind does not know: warned about, or refused.
+
+Unknown fields are accepted, because producers such as Candlepin send whole server
+objects and a newer producer may send fields this version does not know. But a
+misspelled field (``best_with_disk``) silently changes the answer, so every unknown
+field becomes a warning in the envelope, naming it and the closest known name
+("did you mean 'best_with_disks'?"). A job with ``"strict": true`` is ``rejected``
+instead (code ``unknown_field``).
+
+The check follows the job model's pydantic core schema (models, TypedDicts and
+dataclasses; lists, maps, unions and tagged unions such as the policy modules), so it
+covers every kind, a deployment's own kinds and every nested object without a list to
+keep in step. Two refinements:
+
+* models that keep extra keys on purpose (``extra="allow"``: a partition space's
+  ``mount`` and friends, the hardware document that yaql reads) only warn about keys
+  that look like a misspelling of a known field;
+* fields of Candlepin's own objects that the engine has no use for (``href``,
+  ``owner``, ``created`` …, from Candlepin's published API) are known and ignored
+  quietly (:data:`CANDLEPIN_FIELDS`).
+
+Warnings for the same field at many places (2,000 pools with one misspelling each)
+are reported once, with the first path and the number of other places.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache, lru_cache
+from itertools import chain
+from typing import Any
+
+from apportion.contracts.envelope import WarningDetail
+from apportion.errors import Problem, Rejected
+
+CODE = "unknown_field"
+MAX_WARNINGS = 50
+# How much of an unknown key, and of its path, a warning quotes.
+SHOWN_KEY = 80
+SHOWN_PATH = 200
+
+# Fields of Candlepin's API objects (PoolDTO, ConsumerDTO, EntitlementDTO, GuestIdDTO,
+# and the created/updated of every timestamped entity) that carry nothing an
+# allocation needs. Keyed by the contract model's class name.
+_TIMESTAMPS = frozenset({"created", "updated"})
+CANDLEPIN_FIELDS: Mapping[str, frozenset[str]] = {
+    "Pool": _TIMESTAMPS
+    | frozenset(
+        [
+            "accountNumber",
+            "activeSubscription",
+            "branding",
+            "calculatedAttributes",
+            "contractNumber",
+            "derivedProductName",
+            "developmentPool",
+            "exported",
+            "href",
+            "locked",
+            "managed",
+            "orderNumber",
+            "owner",
+            "productName",
+            "restrictedToUsername",
+            "shared",
+            "sourceEntitlement",
+            "sourceStackId",
+            "stackId",
+            "stacked",
+            "subscriptionId",
+            "subscriptionSubKey",
+            "type",
+            "upstreamConsumerId",
+            "upstreamEntitlementId",
+            "upstreamPoolId",
+        ]
+    ),
+    "Consumer": _TIMESTAMPS
+    | frozenset(
+        [
+            "activationKeys",
+            "annotations",
+            "autoheal",
+            "canActivate",
+            "capabilities",
+            "contentAccessMode",
+            "contentTags",
+            "cryptographicCapabilities",
+            "entitlementCount",
+            "entitlementStatus",
+            "environment",
+            "environments",
+            "href",
+            "hypervisorId",
+            "id",
+            "idCert",
+            "lastCheckin",
+            "name",
+            "owner",
+            "registrationAuthenticationMethod",
+            "releaseVer",
+            "systemPurposeStatus",
+            "username",
+        ]
+    ),
+    "Entitlement": _TIMESTAMPS | {"certificates", "consumer", "href"},
+    "GuestId": _TIMESTAMPS | {"id"},
+}
+
+
+# Pool attributes the attach engine reads (tests/unit/test_unknown_fields.py checks
+# that each is still read there): a near miss such as `instance_multiplyer` is warned
+# about, every other attribute a pool carries is Candlepin's business.
+POOL_ATTRIBUTES = (
+    "addons",
+    "arch",
+    "cores",
+    "guest_limit",
+    "instance_multiplier",
+    "multi-entitlement",
+    "physical_only",
+    "pool_derived",
+    "ram",
+    "requires_consumer",
+    "requires_consumer_type",
+    "requires_host",
+    "roles",
+    "sockets",
+    "stacking_id",
+    "storage_band",
+    "support_level",
+    "support_type",
+    "unmapped_guests_only",
+    "usage",
+    "vcpu",
+    "virt_limit",
+    "virt_only",
+)
+NAMED_MAPS: Mapping[tuple[str, str], tuple[str, ...]] = {
+    (model, attributes): POOL_ATTRIBUTES
+    for model in ("Pool", "_PoolReading")
+    for attributes in ("attributes", "product_attributes", "derived_product_attributes")
+}
+
+
+# ---- the shape of a job, compiled from its core schema -------------------------------
+
+
+@dataclass(eq=False)
+class _Object:
+    name: str
+    known: frozenset[str]  # every accepted key: field names and their aliases
+    candidates: tuple[str, ...]  # the names suggested ("did you mean")
+    nested: list[tuple[str, Any]] = field(default_factory=list)  # (key, child node)
+    open: bool = False  # extra keys are kept on purpose: warn only for near misses
+    ignored: frozenset[str] = frozenset()
+
+
+@dataclass(eq=False)
+class _Seq:
+    item: Any
+
+
+@dataclass(eq=False)
+class _Map:
+    value: Any
+
+
+@dataclass(eq=False)
+class _Choice:
+    options: tuple[Any, ...]
+
+
+@dataclass(eq=False)
+class _Tagged:
+    key: str
+    options: dict[str, Any]
+
+
+@dataclass(eq=False)
+class _Names:
+    """A free-form map whose keys a kind reads by name (a pool's attributes): only
+    near misses of those names are warned about. Also in Candlepin's list form
+    ``[{"name": …, "value": …}]``."""
+
+    known: tuple[str, ...]
+
+    @property
+    def known_set(self) -> frozenset[str]:
+        return _as_set(self.known)
+
+
+@cache
+def _as_set(names: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(names)
+
+
+@dataclass(eq=False)
+class _Ref:
+    name: str
+    table: dict[str, Any]
+
+    def resolve(self) -> Any:
+        return self.table.get(self.name)
+
+
+_WRAPPERS = {
+    "nullable": "schema",
+    "default": "schema",
+    "function-before": "schema",
+    "function-after": "schema",
+    "function-wrap": "schema",
+    "json-or-python": "python_schema",
+    "lax-or-strict": "lax_schema",
+}
+
+
+class _Compiler:
+    def __init__(self) -> None:
+        self.refs: dict[str, Any] = {}
+
+    def node(self, schema: Mapping[str, Any]) -> Any:
+        found = self._node(schema)
+        ref = schema.get("ref")
+        if ref is not None:
+            self.refs[ref] = found
+        return found
+
+    def _node(self, schema: Mapping[str, Any]) -> Any:
+        kind = schema.get("type")
+        if kind in _WRAPPERS:
+            return self.node(schema[_WRAPPERS[kind]])
+        if kind == "definitions":
+            for definition in schema.get("definitions", ()):
+                self.node(definition)
+            return self.node(schema["schema"])
+        if kind == "definition-ref":
+            return _Ref(schema["schema_ref"], self.refs)
+        if kind == "model":
+            return self._model(schema)
+        if kind == "typed-dict":
+            return self._fields(_cls_name(schema, "TypedDict"), schema["fields"], schema)
+        if kind == "dataclass":
+            args = schema["schema"]
+            fields = {f["name"]: f for f in args.get("fields", ())}
+            return self._fields(_cls_name(schema, "object"), fields, schema)
+        if kind in ("list", "set", "frozenset", "generator"):
+            item = self.node(schema["items_schema"]) if "items_schema" in schema else None
+            return None if item is None else _Seq(item)
+        if kind == "dict":
+            value = self.node(schema["values_schema"]) if "values_schema" in schema else None
+            return None if value is None else _Map(value)
+        if kind == "union":
+            return self._choice(c[0] if isinstance(c, tuple) else c for c in schema["choices"])
+        if kind == "tagged-union" and isinstance(schema.get("discriminator"), str):
+            options = {str(tag): self.node(s) for tag, s in schema["choices"].items()}
+            return _Tagged(schema["discriminator"], options)
+        if kind == "chain":
+            return self._choice(schema["steps"])
+        return None  # a leaf, or a shape whose insides are not fields
+
+    def _choice(self, schemas: Iterable[Mapping[str, Any]]) -> Any:
+        options = tuple(n for n in (self.node(s) for s in schemas) if n is not None)
+        if not options:
+            return None
+        return options[0] if len(options) == 1 else _Choice(options)
+
+    def _model(self, schema: Mapping[str, Any]) -> Any:
+        inner = schema["schema"]
+        # A model validator (mode="before" or "wrap") wraps the fields in a function.
+        while inner.get("type") in _WRAPPERS and inner.get("type") != "nullable":
+            inner = inner[_WRAPPERS[inner["type"]]]
+        if schema.get("root_model") or inner.get("type") != "model-fields":
+            return self.node(inner)
+        return self._fields(_cls_name(schema, "object"), inner["fields"], schema, inner)
+
+    def _fields(
+        self,
+        name: str,
+        fields: Mapping[str, Mapping[str, Any]],
+        *configs: Mapping[str, Any],
+    ) -> _Object:
+        extra = None
+        for config in configs:
+            extra = extra or config.get("extra_behavior")
+            extra = extra or (config.get("config") or {}).get("extra_fields_behavior")
+        known: set[str] = set()
+        names: list[str] = []
+        obj = _Object(name=name, known=frozenset(), candidates=(), open=extra == "allow")
+        for field_name, spec in fields.items():
+            keys = [field_name, *_aliases(spec.get("validation_alias"))]
+            known.update(keys)
+            names.append(field_name)
+            child = self.node(spec["schema"])
+            if (name, field_name) in NAMED_MAPS:
+                child = _Names(NAMED_MAPS[name, field_name])
+            if child is not None:
+                obj.nested += [(key, child) for key in dict.fromkeys(keys)]
+        obj.known = frozenset(known)
+        obj.candidates = tuple(dict.fromkeys([*names, *sorted(known - set(names))]))
+        obj.ignored = CANDLEPIN_FIELDS.get(name, frozenset())
+        return obj
+
+
+def _cls_name(schema: Mapping[str, Any], default: str) -> str:
+    cls = schema.get("cls")
+    return getattr(cls, "__name__", default)
+
+
+def _aliases(alias: Any) -> list[str]:
+    if isinstance(alias, str):
+        return [alias]
+    out = []
+    for path in alias or ():
+        first = path[0] if isinstance(path, list | tuple) and path else path
+        if isinstance(first, str):
+            out.append(first)
+    return out
+
+
+@cache
+def _shape(model: Any) -> Any:
+    schema = getattr(model, "__pydantic_core_schema__", None)
+    if schema is None:
+        from pydantic import TypeAdapter
+
+        schema = TypeAdapter(model).core_schema
+    return _Compiler().node(schema)
+
+
+# ---- the walk -----------------------------------------------------------------------
+
+
+@dataclass
+class _Found:
+    path: str
+    key: str
+    suggestion: str | None
+    what: str = "field"
+    more: int = 0
+
+
+@lru_cache(maxsize=4096)
+def _suggest(key: str, candidates: tuple[str, ...], cutoff: float = 0.75) -> str | None:
+    close = difflib.get_close_matches(key, candidates, n=1, cutoff=cutoff)
+    if close:
+        return close[0]
+    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()  # camelCase of a snake name
+    if snake != key and snake in candidates:
+        return snake
+    if len(key) >= 4:  # a name cut short: `step` for `step_size`
+        return next((c for c in candidates if c.startswith(key)), None)
+    return None
+
+
+_Found_at = dict[tuple[str, str], _Found]
+
+
+def _walk(value: Any, node: Any, path: str, pattern: str, found: _Found_at) -> None:
+    """Depth first, in document order (so "the first place" of a repeated field is)."""
+    stack: list[tuple[Any, Any, str, str]] = [(value, node, path, pattern)]
+    while stack:
+        value, node, path, pattern = stack.pop()
+        if isinstance(node, _Ref):
+            node = node.resolve()
+        if node is None:
+            continue
+        if isinstance(node, _Object):
+            if type(value) is not dict:
+                continue
+            if not value.keys() <= node.known:
+                _unknown(value, node, path, pattern, found)
+            for key, child in reversed(node.nested):
+                if key in value:
+                    stack.append((value[key], child, _join(path, key), _join(pattern, key)))
+        elif isinstance(node, _Seq):
+            if type(value) is list:
+                item, each = node.item, f"{pattern}[*]"
+                for i in range(len(value) - 1, -1, -1):
+                    stack.append((value[i], item, f"{path}[{i}]", each))
+        elif isinstance(node, _Map):
+            if type(value) is dict:
+                child, each = node.value, _join(pattern, "*")
+                for k, v in reversed(value.items()):
+                    stack.append((v, child, _join(path, str(k)), each))
+        elif isinstance(node, _Names):
+            _near_misses(value, node, path, pattern, found)
+        elif isinstance(node, _Tagged):
+            if type(value) is dict:
+                stack.append((value, node.options.get(str(value.get(node.key))), path, pattern))
+        elif isinstance(node, _Choice):
+            stack.append((value, _pick(value, node.options), path, pattern))
+
+
+def _unknown(
+    value: dict[str, Any], node: _Object, path: str, pattern: str, found: _Found_at
+) -> None:
+    for key in sorted(value.keys() - node.known - node.ignored, key=str):
+        where = (pattern, key)
+        if where in found:
+            found[where].more += 1
+            continue
+        suggestion = _suggest(str(key), node.candidates)
+        if node.open and suggestion is None:
+            continue  # an extra key this model keeps on purpose
+        found[where] = _Found(_join(path, str(key)), str(key), suggestion)
+
+
+def _near_misses(value: Any, node: _Names, path: str, pattern: str, found: _Found_at) -> None:
+    if type(value) is dict:
+        named = [(key, _join(path, str(key))) for key in value]
+    elif type(value) is list:
+        named = [
+            (item.get("name"), f"{path}[{i}].name")
+            for i, item in enumerate(value)
+            if type(item) is dict
+        ]
+    else:
+        return
+    for key, where in named:
+        if not isinstance(key, str) or key in node.known_set:
+            continue
+        suggestion = _suggest(key, node.known, cutoff=0.85)
+        if suggestion is None:
+            continue  # another attribute, one this kind does not read
+        at = (pattern, key)
+        if at in found:
+            found[at].more += 1
+        else:
+            found[at] = _Found(where, key, suggestion, what="attribute")
+
+
+def _pick(value: Any, options: tuple[Any, ...]) -> Any:
+    """The union member a value was most likely meant for (the most keys in common)."""
+    resolved = [o.resolve() if isinstance(o, _Ref) else o for o in options]
+    if type(value) is list:
+        return next((o for o in resolved if isinstance(o, _Seq)), None)
+    if type(value) is not dict:
+        return None
+    tagged = [o for o in resolved if isinstance(o, _Tagged)]
+    objects = [o for o in resolved if isinstance(o, _Object)]
+    if tagged:
+        return tagged[0]
+    if not objects:
+        return next((o for o in resolved if isinstance(o, _Map)), None)
+    return max(objects, key=lambda o: len(value.keys() & o.known))
+
+
+def _join(path: str, key: str) -> str:
+    return key if path == "$" else f"{path}.{key}"
+
+
+# ---- the answer ---------------------------------------------------------------------
+
+
+# ---- the quick pass: every value at one place of the schema at once ------------------
+
+
+def _clean(values: list[Any], node: Any) -> bool:
+    """Whether no value in ``values`` (all at one place of the schema) or below has a
+    field to warn about. Set unions over all of them, in C, instead of a walk with
+    paths: a job of 2,000 pools costs a few hundred microseconds, not milliseconds.
+    The walk with paths runs only when this finds something."""
+    if isinstance(node, _Ref):
+        node = node.resolve()
+    if node is None or not values:
+        return True
+    if isinstance(node, _Object):
+        dicts = [v for v in values if type(v) is dict]
+        keys: set[Any] = set().union(*dicts)
+        unknown = keys - node.known - node.ignored
+        if unknown and (not node.open or any(_suggest(str(k), node.candidates) for k in unknown)):
+            return False
+        return all(
+            _clean([d[key] for d in dicts if key in d], child)
+            for key, child in node.nested
+            if key in keys
+        )
+    if isinstance(node, _Seq):
+        return _clean(list(chain.from_iterable(v for v in values if type(v) is list)), node.item)
+    if isinstance(node, _Map):
+        nested = chain.from_iterable(v.values() for v in values if type(v) is dict)
+        return _clean(list(nested), node.value)
+    if isinstance(node, _Names):
+        keys = set().union(*(v for v in values if type(v) is dict))
+        keys.update(
+            item.get("name") for v in values if type(v) is list for item in v if type(item) is dict
+        )
+        return not any(
+            _suggest(k, node.known, 0.85) for k in keys - node.known_set if isinstance(k, str)
+        )
+    return _clean_choice(values, node)
+
+
+def _clean_choice(values: list[Any], node: Any) -> bool:
+    """_Tagged and _Choice: the values grouped by the member each belongs to."""
+    groups: dict[int, tuple[Any, list[Any]]] = {}
+    for value in values:
+        if isinstance(node, _Tagged):
+            member = node.options.get(str(value.get(node.key))) if type(value) is dict else None
+        else:
+            member = _pick(value, node.options)
+        if member is not None:
+            groups.setdefault(id(member), (member, []))[1].append(value)
+    return all(_clean(group, member) for member, group in groups.values())
+
+
+def find(model: Any, payload: Any) -> tuple[WarningDetail, ...]:
+    """Warnings for every unknown field of ``payload`` (a job of ``model``), at most
+    :data:`MAX_WARNINGS`, the same field at many places once."""
+    if type(payload) is not dict:
+        return ()
+    shape = _shape(model)
+    if _clean([payload], shape):
+        return ()
+    found: _Found_at = {}
+    _walk(payload, shape, "$", "$", found)
+    notices = [_notice(f) for f in found.values()]
+    if len(notices) > MAX_WARNINGS:
+        rest = len(notices) - MAX_WARNINGS + 1
+        notices = notices[: MAX_WARNINGS - 1]
+        notices.append(WarningDetail("$", CODE, f"{rest} more unknown fields not listed"))
+    return tuple(notices)
+
+
+def _notice(found: _Found) -> WarningDetail:
+    hint = f"; did you mean {found.suggestion!r}?" if found.suggestion else ""
+    more = ""
+    if found.more:
+        more = f" (also at {found.more} other place{'s' if found.more > 1 else ''})"
+    message = f"unknown {found.what} {_short(found.key)!r} ignored{hint}{more}"
+    return WarningDetail(_short(found.path, SHOWN_PATH), CODE, message)
+
+
+def _short(text: str, limit: int = SHOWN_KEY) -> str:
+    """Keys are the producer's: a 64 KiB one must not make every warning 64 KiB."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def rejection(notices: Sequence[WarningDetail]) -> Rejected:
+    """The answer to a ``strict`` job with unknown fields."""
+    problems = [Problem(n.path, n.message.replace(" ignored", "", 1)) for n in notices]
+    first = problems[0]
+    others = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return Rejected(
+        f"{first.path}: {first.message}{others}; a strict job may not have unknown fields",
+        problems,
+        code=CODE,
+    )
+
+
+__all__ = ["CANDLEPIN_FIELDS", "CODE", "MAX_WARNINGS", "find", "rejection"]

@@ -1,0 +1,227 @@
+"""A newcomer's first hour, as the README tells it, from a clean checkout.
+
+The checkout is a copy of the repository's files (what `git clone` gives: tracked files
+and new ones not yet committed, nothing ignored: no .venv, no node_modules, no var/).
+Then, in it, exactly the README's commands:
+
+1. `scripts/demo`: creates .venv, installs apportion from the lock and runs the demo.
+2. The test command, `scripts/test`, with a smoke subset of the suite as its pytest
+   arguments (the README documents that it passes them on): it installs the dev tools
+   into the clean .venv, checks redis-server, runs ruff, ruff format and mypy over the
+   whole checkout, then pytest on the subset. Running the whole suite again from inside
+   the suite would double CI's time for nothing: the rest of this suite is that run.
+3. "Your first hour, through Redis", line by line: a worker (its metrics port), `apportion
+   health`, `submit --wait` for every example (each prints the envelope beside it in
+   examples/), the worker's metrics, `apportion metrics --once`, the Node producer
+   (`npm ci` from the registry), Flower with its credentials.
+
+The only departures, all for running beside other tests on a shared machine: the README
+says `scripts/ensure-redis` (a redis-server on 127.0.0.1:6379); this test uses its own
+redis-server on a free port instead (APPORTION_REDIS_URL), and the ports 9101 and 5555
+are replaced by free ones. The "second terminal" and "third terminal" lines run in the
+background.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.support.gen_docs import without_timing
+from tests.support.processes import REPO, RedisServer, free_port, wait_until
+
+pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow]
+
+README = (REPO / "README.md").read_text()
+TWO_COMMANDS = ["scripts/demo", "scripts/test"]
+# The smoke subset `scripts/test` runs here (see the module doc).
+SMOKE = ["tests/unit/test_engine_run.py", "tests/contract/test_contracts.py", "-q"]
+
+
+def first_hour() -> list[str]:
+    """The command lines of the README's "Your first hour" block, in order."""
+    section = README.split("## Your first hour", 1)[1]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def command(line: str) -> str:
+    return line.split("   #", 1)[0].split("  #", 1)[0].strip()
+
+
+@dataclass
+class Checkout:
+    root: Path
+    env: dict[str, str]
+    background: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def run(self, line: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-c", line],
+            cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def start(self, line: str, log: Path) -> None:
+        with open(log, "wb") as out:
+            self.background.append(
+                subprocess.Popen(
+                    ["bash", "-c", line],
+                    cwd=self.root,
+                    env=self.env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+
+
+def clean_checkout(target: Path) -> None:
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    for name in filter(None, listed):
+        source = REPO / name.decode()
+        if source.is_file():
+            (target / name.decode()).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name.decode())
+
+
+@pytest.fixture(scope="module")
+def checkout(
+    tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer
+) -> Iterator[Checkout]:
+    root = tmp_path_factory.mktemp("newcomer") / "apportion"
+    clean_checkout(root)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("APPORTION_", "VIRTUAL_ENV", "PYTEST", "FLOWER_"))
+    }
+    # The interpreter the suite runs on, as a newcomer's python3 (not this suite's venv).
+    env["PYTHON"] = getattr(sys, "_base_executable", sys.executable)
+    env["APPORTION_REDIS_URL"] = redis_server.url
+    checkout = Checkout(root, env)
+    try:
+        yield checkout
+    finally:
+        for proc in checkout.background:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_the_readme_starts_with_the_two_commands() -> None:
+    block = README.split("```sh\n", 1)[1].split("```", 1)[0]
+
+    assert [command(line) for line in block.splitlines()] == TWO_COMMANDS
+
+
+def test_scripts_demo_installs_apportion_and_runs_the_demo(checkout: Checkout) -> None:
+    proc = checkout.run("scripts/demo")
+
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "apportion demo" in proc.stdout
+    assert "launch-failures stream" in proc.stdout
+    assert (checkout.root / ".venv" / "bin" / "apportion").exists()
+
+
+def test_the_test_command_installs_the_tools_checks_everything_and_runs_pytest(
+    checkout: Checkout,
+) -> None:
+    proc = checkout.run(" ".join(["scripts/test", *SMOKE]))
+
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "All checks passed!" in proc.stdout  # ruff
+    assert "Success: no issues found" in proc.stdout  # mypy
+    assert re.search(r"\d+ passed", proc.stdout)
+
+
+def test_the_first_hour_through_redis_works_line_by_line(
+    checkout: Checkout, tmp_path: Path
+) -> None:
+    lines = first_hour()
+    metrics_port, flower_port = free_port(), free_port()
+
+    def worker_up() -> bool:
+        return checkout.run(".venv/bin/apportion health").returncode == 0
+
+    def flower_up() -> bool:
+        return _listening(flower_port)
+
+    ports = {"9101": str(metrics_port), "5555": str(flower_port)}
+
+    for line in lines:
+        cmd = command(line)
+        for old, new in ports.items():
+            cmd = cmd.replace(old, new)
+        if cmd == "scripts/ensure-redis":
+            continue  # this test's own redis-server (module doc)
+        if "second terminal" in line or "third terminal" in line:
+            checkout.start(cmd, tmp_path / f"background-{len(checkout.background)}.log")
+            if "apportion worker" in cmd:
+                wait_until(worker_up, 120, interval=1, what="the worker")
+            else:
+                wait_until(flower_up, 60, what="flower")
+            continue
+        proc = checkout.run(cmd)
+        assert proc.returncode == 0, (cmd, proc.stdout[-2000:], proc.stderr[-2000:])
+        check_output(checkout, cmd, proc.stdout)
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def check_output(checkout: Checkout, cmd: str, stdout: str) -> None:
+    """What the README says each command shows."""
+    if " submit " in cmd:
+        example = cmd.split()[3]  # examples/<name>.json
+        envelope = json.loads(stdout)
+        expected = json.loads(
+            (checkout.root / example.replace(".json", ".envelope.json")).read_text()
+        )
+        if envelope["kind"] == "launch_outcome":
+            # Whether the worker's failure history took it (examples/README.md).
+            assert envelope["result"].pop("recorded") in (True, False)
+            envelope["result"].pop("skipped")
+            expected["result"].pop("recorded")
+            expected["result"].pop("skipped")
+        assert without_timing(envelope) == without_timing(expected)
+    elif cmd.endswith("health"):
+        assert stdout.startswith("healthy")
+    elif "/metrics" in cmd:
+        assert 'apportion_jobs_total{code="",kind="partition",status="ok"}' in stdout
+    elif "metrics --once" in cmd:
+        assert "apportion_redis_up 1.0" in stdout
+    elif cmd.startswith("node "):
+        assert json.loads(stdout)["envelope"]["status"] == "ok"
+    elif "/api/tasks" in cmd:
+        tasks = json.loads(stdout)
+        names = {task["name"] for task in tasks.values()}
+        assert {"apportion.partition", "apportion.launch_outcome"} <= names
+        results = [str(task.get("result")) for task in tasks.values()]
+        assert any(result.startswith("OK (job example-partition-1") for result in results)

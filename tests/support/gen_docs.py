@@ -1,0 +1,125 @@
+"""The generated parts of docs/ and examples/, and the check that they are current.
+
+* ``docs/schemas/<kind>.json`` and ``<kind>.result.json``: the JSON Schemas of every
+  registered kind's job and envelope (``apportion schema --all --out docs/schemas``).
+* ``examples/<name>.envelope.json``: the envelope ``apportion solve`` answers for
+  ``examples/<name>.json`` (``<name>`` is the kind, or ``<kind>.<variant>``).
+
+``scripts/gen-docs`` writes them; ``scripts/gen-docs --check`` (and
+tests/contract/test_docs.py, in CI) fails when one is missing or out of date. Timing
+fields (``elapsed_ms``) are not compared, and an envelope that differs only in them
+is not rewritten, so regenerating changes nothing that did not change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMAS = REPO / "docs" / "schemas"
+EXAMPLES = REPO / "examples"
+ENVELOPE_SUFFIX = ".envelope.json"
+# Envelope fields that measure the run rather than describe the answer.
+TIMING_FIELDS = frozenset({"elapsed_ms"})
+
+
+def example_jobs() -> dict[str, Path]:
+    """name → job file of each ready job in examples/ (``partition``,
+    ``launch_select.candidates``)."""
+    return {
+        path.name.removesuffix(".json"): path
+        for path in sorted(EXAMPLES.glob("*.json"))
+        if not path.name.endswith(ENVELOPE_SUFFIX)
+    }
+
+
+def kind_of(name: str) -> str:
+    return name.split(".", 1)[0]
+
+
+def solve_example(name: str, path: Path) -> dict[str, Any]:
+    """What ``apportion solve`` answers for the example, with the shipped defaults."""
+    from apportion.engine import Context, run
+    from apportion.engine_settings import load_default_policy
+
+    context = Context(default_policy=load_default_policy(None))
+    envelope: dict[str, Any] = run(kind_of(name), json.loads(path.read_text()), context).as_dict()
+    return envelope
+
+
+def without_timing(envelope: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in envelope.items() if k not in TIMING_FIELDS}
+
+
+def _text(data: Any) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def wanted() -> dict[Path, str]:
+    """Every generated file and the text it should have."""
+    from apportion.schemas import schema_files
+
+    out = {SCHEMAS / name: data.decode() for name, data in schema_files().items()}
+    for name, path in example_jobs().items():
+        envelope = solve_example(name, path)
+        target = EXAMPLES / f"{name}{ENVELOPE_SUFFIX}"
+        if target.exists():
+            current = json.loads(target.read_text())
+            if without_timing(current) == without_timing(envelope):
+                envelope = current  # keep the recorded timings: no churn
+        out[target] = _text(envelope)
+    return out
+
+
+def stale() -> list[str]:
+    """Generated files that are missing, out of date, or left over (for the check)."""
+    expected = wanted()
+    problems = []
+    for path, text in expected.items():
+        if not path.exists():
+            problems.append(f"{path.relative_to(REPO)} is missing")
+        elif path.read_text() != text:
+            problems.append(f"{path.relative_to(REPO)} is out of date")
+    for path in [*SCHEMAS.glob("*.json"), *EXAMPLES.glob(f"*{ENVELOPE_SUFFIX}")]:
+        if path not in expected:
+            problems.append(f"{path.relative_to(REPO)} belongs to no kind or example")
+    return problems
+
+
+def write() -> list[Path]:
+    written = []
+    SCHEMAS.mkdir(parents=True, exist_ok=True)
+    expected = wanted()
+    for path, text in expected.items():
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+            written.append(path)
+    for path in [*SCHEMAS.glob("*.json"), *EXAMPLES.glob(f"*{ENVELOPE_SUFFIX}")]:
+        if path not in expected:
+            path.unlink()
+            written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/gen-docs", description=__doc__)
+    parser.add_argument("--check", action="store_true", help="fail when anything is stale")
+    args = parser.parse_args(argv)
+    if args.check:
+        problems = stale()
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        if problems:
+            print("run scripts/gen-docs and commit the result", file=sys.stderr)
+        return 1 if problems else 0
+    for path in write():
+        print(f"wrote {path.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

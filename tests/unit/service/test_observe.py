@@ -1,0 +1,108 @@
+"""What the worker shows operators about a job: Flower's preview of the envelope, the
+envelope itself stored unchanged, one log line per job, JSON logs."""
+
+from __future__ import annotations
+
+import json
+import logging
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from celery.app.trace import LOG_RECEIVED, LOG_SUCCESS
+from celery.utils.saferepr import saferepr
+from kombu.utils.json import dumps
+
+from apportion.engine import run
+from apportion.workers.logs import FIELDS, DropPerJobLines, JsonFormatter
+from apportion.workers.observe import PREVIEW_MAX, Answer, job_line, preview, sent_at
+from tests.conftest import load_example
+
+REJECTED = run("partition", {"job_id": "bad-1", "schema": [], "hardware": {}}).as_dict()
+OK = run("partition", load_example("partition.json")).as_dict()
+
+
+def test_a_rejected_job_previews_as_rejected_with_its_code_message_and_job() -> None:
+    text = preview(REJECTED)
+
+    assert text.startswith("REJECTED invalid_job: schema: ")
+    assert "(job bad-1, " in text
+
+
+def test_an_ok_job_previews_its_job_time_and_result_fields() -> None:
+    assert preview(OK).startswith("OK (job example-partition-1, ")
+    assert preview(OK).endswith("result: disks, volume_groups, partitions")
+
+
+def test_a_preview_is_one_short_line_whatever_the_message() -> None:
+    envelope = dict(REJECTED, error={"code": "x", "message": "y\n" * 500, "details": []})
+
+    assert len(preview(envelope)) <= PREVIEW_MAX
+
+
+def test_celery_shows_an_answer_as_its_preview_and_stores_the_envelope_unchanged() -> None:
+    answer = Answer(REJECTED)
+
+    # Celery's repr of a return value: Flower's result text and the "succeeded" log line.
+    assert saferepr(answer, PREVIEW_MAX) == preview(REJECTED)
+    # What the result backend stores (kombu's JSON encoder) is the envelope itself.
+    assert json.loads(dumps({"result": answer})) == {"result": REJECTED}
+
+
+def test_the_job_line_names_the_job_and_its_times_and_carries_them_as_fields(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="apportion.jobs")
+
+    job_line(REJECTED, "task-1", started=None, sent=1000.0, now=1000.25)
+
+    (record,) = caplog.records
+    assert record.getMessage().startswith("job bad-1 partition rejected invalid_job: schema: ")
+    assert record.getMessage().endswith("end-to-end 250.0 ms) task task-1")
+    fields: dict[str, Any] = getattr(record, FIELDS)
+    assert fields["job_id"] == "bad-1"
+    assert fields["status"] == "rejected"
+    assert fields["code"] == "invalid_job"
+    assert fields["end_to_end_ms"] == 250.0
+    assert fields["task_id"] == "task-1"
+
+
+def test_json_logs_are_one_object_per_record_with_a_job_lines_fields() -> None:
+    record = logging.LogRecord("apportion.jobs", logging.INFO, __file__, 1, "job %s", ("a",), None)
+    setattr(record, FIELDS, {"job_id": "a", "status": "ok", "engine_ms": 1.5})
+
+    line = json.loads(JsonFormatter().format(record))
+
+    assert line["message"] == "job a"
+    assert line["level"] == "INFO"
+    assert line["logger"] == "apportion.jobs"
+    assert (line["job_id"], line["status"], line["engine_ms"]) == ("a", "ok", 1.5)
+
+
+def test_celerys_per_task_lines_are_dropped_at_info_and_nothing_else() -> None:
+    drop = DropPerJobLines()
+
+    def record(level: int, msg: str) -> logging.LogRecord:
+        return logging.LogRecord("celery.app.trace", level, __file__, 1, msg, None, None)
+
+    assert not drop.filter(record(logging.INFO, LOG_SUCCESS))
+    assert not drop.filter(record(logging.INFO, LOG_RECEIVED))
+    assert drop.filter(record(logging.ERROR, LOG_SUCCESS))
+    assert drop.filter(record(logging.INFO, "Connected to redis://…"))
+
+
+@pytest.mark.parametrize(
+    ("request_", "expected"),
+    [
+        (SimpleNamespace(apportion_sent_at=12.5), 12.5),
+        (SimpleNamespace(headers={"apportion_sent_at": 7}), 7.0),
+        (SimpleNamespace(apportion_sent_at="soon"), None),
+        (SimpleNamespace(apportion_sent_at=True), None),
+        (SimpleNamespace(), None),
+        (None, None),
+    ],
+)
+def test_the_sent_at_header_is_read_only_when_it_is_a_number(
+    request_: Any, expected: float | None
+) -> None:
+    assert sent_at(request_) == expected

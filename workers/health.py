@@ -1,0 +1,210 @@
+"""``apportion health``: is the system able to answer jobs right now?
+
+One pass, bounded in time: Redis answers a PING (no reconnect loops: a down Redis is
+reported at once); the workers that answer Celery's ``active_queues`` broadcast
+within the timeout, per queue; each queue's depth; and per result stream and consumer
+group, the pending entries, the lag and the age of the oldest entry read but never
+acknowledged (a stuck subscriber). Redis access goes through
+:func:`apportion.workers.redis.client.make_redis` and the broadcast through the
+producer app, so whatever URL the settings name (Sentinel, TLS) is honoured here too.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from apportion import kinds
+from apportion.config.settings import Settings
+from apportion.workers.redis.client import TRANSIENT_ERRORS, make_redis, redact_url
+from apportion.workers.redis.keys import Keys
+
+
+@dataclass
+class GroupHealth:
+    consumers: int
+    pending: int
+    lag: int | None  # entries not yet delivered to the group (Redis 7+; None if unknown)
+    oldest_pending_age_s: float | None
+
+
+@dataclass
+class StreamHealth:
+    length: int
+    groups: dict[str, GroupHealth] = field(default_factory=dict)
+
+
+@dataclass
+class Health:
+    redis_url: str
+    redis_ok: bool = False
+    redis_error: str | None = None
+    redis_version: str | None = None
+    queue_depth: dict[str, int] = field(default_factory=dict)
+    unacked: int = 0
+    workers: dict[str, list[str]] = field(default_factory=dict)  # queue -> worker names
+    streams: dict[str, StreamHealth] = field(default_factory=dict)
+    dead_letters: int = 0
+    problems: list[str] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    @property
+    def healthy(self) -> bool:
+        return not self.problems
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "healthy": self.healthy,
+            "problems": self.problems,
+            "redis": {
+                "url": self.redis_url,
+                "ok": self.redis_ok,
+                "version": self.redis_version,
+                "error": self.redis_error,
+            },
+            "queues": {
+                q: {"depth": self.queue_depth.get(q, 0), "workers": self.workers.get(q, [])}
+                for q in sorted(set(self.queue_depth) | set(self.workers))
+            },
+            "unacked": self.unacked,
+            "streams": {
+                name: {
+                    "length": s.length,
+                    "groups": {g: vars(h) for g, h in s.groups.items()},
+                }
+                for name, s in self.streams.items()
+            },
+            "dead_letters": self.dead_letters,
+            "elapsed_s": round(self.elapsed_s, 3),
+        }
+
+
+def entry_age_s(entry_id: str | bytes, now: float) -> float:
+    """Seconds since a stream entry id's time part (``<ms>-<seq>``) was written."""
+    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    return max(0.0, now - int(text.split("-", 1)[0]) / 1000.0)
+
+
+def stream_health(client: redis.Redis, stream: str, now: float) -> StreamHealth | None:
+    """Length and consumer groups of ``stream``; None when it does not exist yet."""
+    if not client.exists(stream):
+        return None
+    out = StreamHealth(length=int(client.xlen(stream)))
+    for info in client.xinfo_groups(stream):
+        name = _text(info["name"])
+        pending = int(info["pending"])
+        oldest = None
+        if pending:
+            summary = client.xpending(stream, name)
+            if summary.get("min"):
+                oldest = round(entry_age_s(summary["min"], now), 3)
+        lag = info.get("lag")
+        out.groups[name] = GroupHealth(
+            consumers=int(info["consumers"]),
+            pending=pending,
+            lag=None if lag is None else int(lag),
+            oldest_pending_age_s=oldest,
+        )
+    return out
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def read_redis(health: Health, client: redis.Redis, keys: Keys, queues: Sequence[str]) -> None:
+    """Everything ``health`` reads from Redis itself (raises redis-py's errors)."""
+    info = client.info("server")
+    health.redis_version = str(info.get("redis_version"))
+    health.redis_ok = True
+    for queue in queues:
+        health.queue_depth[queue] = int(client.llen(queue))
+    health.unacked = int(client.hlen("unacked"))  # kombu's hash of delivered, unacked jobs
+    now = time.time()
+    for stream in [*keys.all_results_streams(), keys.launch_failures_stream]:
+        found = stream_health(client, stream, now)
+        if found is not None:
+            health.streams[stream] = found
+    if client.exists(keys.dead_letters_stream):
+        health.dead_letters = int(client.xlen(keys.dead_letters_stream))
+
+
+def read_workers(settings: Settings, timeout: float, node: str | None) -> dict[str, list[str]]:
+    """queue -> names of the workers consuming it, from those answering within ``timeout``."""
+    from apportion.workers.producer import producer_app
+
+    app = producer_app(settings)
+    try:
+        inspect = app.control.inspect(
+            timeout=timeout, destination=[node] if node else None, limit=1 if node else None
+        )
+        replies = inspect.active_queues() or {}
+    finally:
+        app.close()
+    out: dict[str, list[str]] = {}
+    for worker, queues in sorted(replies.items()):
+        for queue in queues or ():
+            out.setdefault(str(queue.get("name")), []).append(worker)
+    return out
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    max_queue_depth: int | None = None
+    max_pending_age_s: float | None = None
+
+
+def judge(health: Health, queues: Sequence[str], node: str | None, limits: Thresholds) -> None:
+    """Fill ``health.problems``: everything that makes the system unable to answer."""
+    if not health.redis_ok:
+        health.problems.append(f"Redis unreachable at {health.redis_url}: {health.redis_error}")
+        return
+    if node is not None and not any(node in names for names in health.workers.values()):
+        health.problems.append(f"worker {node} did not answer")
+    for queue in queues:
+        if not health.workers.get(queue):
+            health.problems.append(f"no worker consumes queue {queue!r}")
+        depth = health.queue_depth.get(queue, 0)
+        if limits.max_queue_depth is not None and depth > limits.max_queue_depth:
+            health.problems.append(
+                f"queue {queue!r} holds {depth} jobs (more than {limits.max_queue_depth})"
+            )
+    if limits.max_pending_age_s is not None:
+        for stream, found in health.streams.items():
+            for group, g in found.groups.items():
+                age = g.oldest_pending_age_s
+                if age is not None and age > limits.max_pending_age_s:
+                    health.problems.append(
+                        f"{stream} group {group}: an entry has waited {age:.0f} s for its ack"
+                    )
+
+
+def check(
+    settings: Settings,
+    *,
+    queues: Sequence[str] | None = None,
+    node: str | None = None,
+    timeout: float = 1.0,
+    thresholds: Thresholds = Thresholds(),
+) -> Health:
+    started = time.monotonic()
+    checked = list(queues or kinds.queues())
+    health = Health(redis_url=redact_url(settings.redis_url))
+    client = make_redis(settings.redis_url, timeout=timeout, retries=0)
+    try:
+        # Every queue's depth is reported; only the checked ones can make it unhealthy.
+        read_redis(health, client, Keys(settings.stream_prefix), kinds.queues())
+    except (redis.RedisError, OSError) as exc:  # TRANSIENT_ERRORS are among these
+        health.redis_error = str(exc) or type(exc).__name__
+        health.redis_ok = health.redis_ok and not isinstance(exc, TRANSIENT_ERRORS)
+    finally:
+        client.close()
+    if health.redis_ok:
+        health.workers = read_workers(settings, timeout, node)
+    judge(health, checked, node, thresholds)
+    health.elapsed_s = time.monotonic() - started
+    return health

@@ -1,0 +1,1 @@
+"""Prometheus metrics: per-job figures from workers, Redis-side figures from `apportion metrics`."""
