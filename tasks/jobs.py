@@ -85,7 +85,7 @@ def _retry(task: Task, rt: Runtime, exc: BaseException, doing: str) -> Exception
     """Run the whole task again later, without ever losing the job.
 
     With exponential backoff while retries last (a new message with a countdown).
-    Two ways the job used to be lost, both now a requeue of the original message
+    Two cases would lose the job, so both requeue the original message instead
     (acks_late keeps it unacknowledged until then):
 
     * the retry message itself cannot be sent — the broker is the same Redis that

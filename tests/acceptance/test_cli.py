@@ -46,6 +46,29 @@ def test_solve_reads_stdin_and_a_json_array_gives_an_array_in_order_with_exit_ze
     assert [e["job_id"] for e in envs] == ["example-partition-1", "bad", "example-partition-1"]
 
 
+def test_an_array_streamed_job_by_job_is_the_compact_array_byte_for_byte() -> None:
+    job = load_example("partition.json")
+    bad = {"job_id": "bad", "schema": [], "hardware": {"disks": []}}
+    proc = apportion("solve", "partition", "-", stdin=json.dumps([job, bad]))
+
+    assert proc.returncode == 0, proc.stderr
+    envs = output_json(proc)
+    for env in envs:  # timing is the only field that differs between runs
+        env["elapsed_ms"] = 0
+    expected = [apportion_json(job), apportion_json(bad)]
+    assert envs == expected
+    assert proc.stdout.startswith('[{"job_id":"example-partition-1","kind":"partition"')
+    assert proc.stdout.count("\n") == 1
+
+
+def apportion_json(job: dict[str, object]) -> dict[str, object]:
+    """One job solved on its own, with its timing zeroed."""
+    env = output_json(apportion("solve", "partition", "-", stdin=json.dumps(job)))
+    env["elapsed_ms"] = 0
+    assert isinstance(env, dict)
+    return env
+
+
 def test_solve_exits_4_with_a_rejected_envelope_naming_the_fields(tmp_path: Path) -> None:
     job = tmp_path / "bad.json"
     job.write_text(

@@ -1,11 +1,11 @@
 """One answer per job: the envelope on the result stream and in the result backend agree.
 
 The task publishes an envelope on the stream (once per job_id) and returns one for
-Celery to store in the result backend. They used to differ: a redelivered job returned
-a freshly computed envelope while the stream kept the first one (launch_select's dice
-may differ), a second job reusing a job_id was silently dropped from the stream but
-stored as if answered, and a soft time limit firing after the event was published
-turned the backend's record into a FAILURE next to an ``ok`` event. Here:
+Celery to store in the result backend. Left alone, the two would differ: a redelivered
+job would return a freshly computed envelope while the stream keeps the first one
+(launch_select's dice may differ), a second job reusing a job_id would be dropped from
+the stream but stored as if answered, and a soft time limit firing after the event was
+published would turn the backend's record into a FAILURE next to an ``ok`` event. Here:
 
 * :func:`settle` publishes and returns what the backend must store: the envelope just
   published; for a job_id already answered, the envelope the stream holds when the job

@@ -2,8 +2,8 @@
 
 Building the parser imports every command module, so each imports only the standard
 library at module level and takes what it needs (the engine, Celery, redis-py, rich)
-inside the function that runs it: ``apportion --help`` and ``apportion submit`` start
-in well under a second (bench/cli.md).
+inside the function that runs it, so ``apportion --help`` and ``apportion submit``
+start in well under a second.
 
 Exit codes: 0 ok, 3 infeasible, 4 rejected (``solve`` and ``submit --wait`` of one
 job; for a JSON array of jobs, 0 unless the command itself failed); 1 the command

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import gc
+import sys
 from typing import Any
 
 from apportion.cli.common import (
@@ -39,9 +41,40 @@ def run(args: argparse.Namespace) -> int:
         print_json(bad.as_dict(), args.pretty)
         return EXIT_REJECTED
     context = engine_context(config)
-    envelopes = [run_job(args.kind, job, context) for job in jobs]
-    if is_array:
-        print_json([e.as_dict() for e in envelopes], args.pretty)
-        return EXIT_OK
-    print_json(envelopes[0].as_dict(), args.pretty)
-    return STATUS_EXIT[envelopes[0].status]
+    # What is loaded now (the modules, the parsed input) lives until the command ends and
+    # is never changed: frozen, the cyclic collector stops walking it again in every full
+    # collection a job triggers, as the worker does with its heap before it forks.
+    gc.freeze()
+    if not is_array:
+        envelope = run_job(args.kind, jobs[0], context)
+        print_json(envelope.as_dict(), args.pretty)
+        return STATUS_EXIT[envelope.status]
+    pretty = sys.stdout.isatty() if args.pretty is None else args.pretty
+    if pretty:
+        print_json([run_job(args.kind, job, context).as_dict() for job in jobs], pretty)
+    else:
+        write_each(args.kind, jobs, context)
+    return EXIT_OK
+
+
+def write_each(kind: str, jobs: list[Any], context: Any) -> None:
+    """A compact JSON array of the jobs' envelopes, each written as soon as it is solved.
+
+    Each job and its envelope are let go before the next job runs, so the heap holds one
+    job's answer at a time however long the array (the bytes are those of the whole
+    array encoded at once).
+    """
+    from apportion.codec import encode
+    from apportion.engine import run as run_job
+
+    out = sys.stdout.buffer
+    sys.stdout.flush()
+    out.write(b"[")
+    jobs.reverse()  # popped from the end: in input order, each dropped once solved
+    separator = b""
+    while jobs:
+        envelope = run_job(kind, jobs.pop(), context)
+        out.write(separator + encode(envelope.as_dict()))
+        separator = b","
+    out.write(b"]\n")
+    out.flush()
