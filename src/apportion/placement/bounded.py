@@ -44,20 +44,9 @@ class Fitted:
     note: dict[str, Any]  # what goes into the result's `extra` (empty when nothing was cut)
 
 
-def _plain(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    if dump is not None:
-        return dump(mode="json")
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
 def size_of(value: Any) -> int:
-    """Bytes of ``value`` as compact JSON (the codec the envelope is written with)."""
-    return len(encode(_plain(value)))
+    """Bytes of ``value`` (plain JSON data) as compact JSON, written by the envelope's codec."""
+    return len(encode(value))
 
 
 def _subset(candidates: CandidateSet, keep: Sequence[int]) -> CandidateSet:
@@ -143,9 +132,6 @@ def rechosen(selection: Any, chosen: int | None) -> Any:
     """``selection`` with ``chosen`` pointing at the same candidate after a cut."""
     if selection is None or chosen is None:
         return selection
-    copy = getattr(selection, "model_copy", None)
-    if copy is not None:
-        return copy(update={"chosen": chosen})
     return {**selection, "chosen": chosen}
 
 
