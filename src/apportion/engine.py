@@ -130,6 +130,45 @@ def _payload_job_id(spec: kinds.JobKind, payload: Any) -> str | None:
     return None
 
 
+@dataclass(slots=True)
+class _Attempt:
+    """What the envelope reports whatever happens: the job's id and its warnings."""
+
+    job_id: str | None
+    warnings: Sequence[WarningDetail] = ()
+
+
+def _answer(spec: kinds.JobKind, payload: Any, ctx: Context, attempt: _Attempt) -> Any:
+    """Decode, validate and solve: the result as plain data, or a domain error."""
+    if isinstance(payload, str | bytes):
+        payload = parse_json_text(payload, ctx.limits)
+        attempt.job_id = _payload_job_id(spec, payload) or attempt.job_id
+    try:
+        job = validate(spec.name, payload, ctx.limits)
+    except Rejected as exc:
+        # A misspelled field may be why a required one is missing: say so too.
+        if exc.code == Rejected.code:
+            attempt.warnings = unknown_fields.find(spec.job, payload)
+        raise
+    found = unknown_fields.find(spec.job, payload)
+    if found and getattr(job, "strict", False) is True:
+        raise unknown_fields.rejection(found)
+    attempt.warnings = found
+    solve: Solver = spec.load_solver()
+    answer = solve(job, ctx)
+    # Dumped here, inside the caller's try: a result the engine built from odd input
+    # must not escape as an exception either.
+    return answer.model_dump(mode="json") if isinstance(answer, BaseModel) else answer
+
+
+def _internal_error(kind: str, exc: Exception) -> ErrorInfo:
+    return ErrorInfo(
+        code="internal_error",
+        message=f"the {kind} engine could not process this job "
+        f"({type(exc).__name__}: {str(exc)[:200]})",
+    )
+
+
 def run(
     kind: str,
     payload: Any,
@@ -146,61 +185,32 @@ def run(
     business, such as Celery's soft time limit, out of the engine-bug branch.
     """
     spec = kinds.get(kind)
-    solve: Solver = spec.load_solver()
-    ctx = ctx or Context()
     passthrough: tuple[type[BaseException], ...] = (InfrastructureError, *reraise)
     started = time.perf_counter()
-    resolved_id = _payload_job_id(spec, payload) or job_id
-    warnings: Sequence[WarningDetail] = ()
+    attempt = _Attempt(_payload_job_id(spec, payload) or job_id)
 
     def envelope(**fields: Any) -> Envelope:
         elapsed = (time.perf_counter() - started) * 1000.0
         return Envelope(
-            job_id=resolved_id,
+            job_id=attempt.job_id,
             kind=kind,
             engine_version=ENGINE_VERSION,
             elapsed_ms=round(elapsed, 3),
-            warnings=warnings,
+            warnings=attempt.warnings,
             **fields,
         )
 
     try:
-        if isinstance(payload, str | bytes):
-            payload = parse_json_text(payload, ctx.limits)
-            resolved_id = _payload_job_id(spec, payload) or job_id
-        try:
-            job = validate(kind, payload, ctx.limits)
-        except Rejected as exc:
-            # A misspelled field may be why a required one is missing: say so too.
-            if exc.code == Rejected.code:
-                warnings = unknown_fields.find(spec.job, payload)
-            raise
-        found = unknown_fields.find(spec.job, payload)
-        if found and getattr(job, "strict", False) is True:
-            raise unknown_fields.rejection(found)
-        warnings = found
-        # Serialising inside the try: a result the engine built from odd input must not
-        # escape as an exception either.
-        answer = solve(job, ctx)
-        result = answer.model_dump(mode="json") if isinstance(answer, BaseModel) else answer
-    except Rejected as exc:
-        return envelope(status="rejected", error=_error(exc))
+        result = _answer(spec, payload, ctx or Context(), attempt)
     except Infeasible as exc:
         return envelope(status="infeasible", error=_error(exc))
-    except DomainError as exc:
+    except DomainError as exc:  # Rejected and every other domain error
         return envelope(status="rejected", error=_error(exc))
     except passthrough:
         raise  # a store the worker injected failed: the task retries, nothing is answered
     except Exception as exc:  # an engine bug on this input; see module docstring
-        log.exception("engine %s failed on job %s", kind, resolved_id)
-        return envelope(
-            status="rejected",
-            error=ErrorInfo(
-                code="internal_error",
-                message=f"the {kind} engine could not process this job "
-                f"({type(exc).__name__}: {str(exc)[:200]})",
-            ),
-        )
+        log.exception("engine %s failed on job %s", kind, attempt.job_id)
+        return envelope(status="rejected", error=_internal_error(kind, exc))
     return envelope(status="ok", result=result)
 
 

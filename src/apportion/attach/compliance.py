@@ -194,11 +194,6 @@ class Tally:
         if unit.guest_limit is not None:
             self.limit_has += sign
 
-    def enforced(self, k: int) -> bool:
-        if self.has[k] <= 0:
-            return False
-        return not (self.host_restricted > 0 and self.ctx.host_exempt[k])
-
     def failures(self, global_limit: int | None) -> list[str]:
         """The attributes not covered (empty when the consumer is covered)."""
         ctx = self.ctx

@@ -61,6 +61,7 @@ class _Reader:
         self.consider_derived = consider_derived
         self.server = server
         self.syspurpose = bool(self.roles or self.addons)
+        self.single = {p: frozenset((p,)) for p in self.products}
         # (roles, addons as read; the product's roles, addons as the server reads them) →
         # (consumer roles found, consumer addons found, whether the server matches them).
         self._purpose: dict[
@@ -98,6 +99,40 @@ class _Reader:
         roles, addons, server = self.purpose(raw)
         return (key, *self.offer_sets(products, roles, addons), bool(products) or server)
 
+    def pool(self, item: Pool) -> tuple[GroupKey, frozenset[Offer], frozenset[Offer], bool]:
+        """:meth:`view` for a pool not yet read: every pool of a job passes here once, so
+        it reads the model's fields directly and reuses earlier pools' offer sets."""
+        attrs = item.product_attributes
+        stacking = attrs.get("stacking_id")
+        key: GroupKey = ("stack", stacking) if stacking is not None else ("pool", item.id)
+        wanted = self.products
+        if self.consider_derived and item.derived_product_id is not None:
+            products = wanted.intersection(
+                (item.derived_product_id, *item.derived_provided_products)
+            )
+        elif wanted.isdisjoint(item.provided_products):
+            products = self.single.get(item.product_id, _NOTHING)
+        else:
+            products = wanted.intersection(item.provided_products)
+            if item.product_id in wanted:
+                products = products.union((item.product_id,))
+        if not self.syspurpose:
+            if not products:
+                return key, _NO_OFFERS, _NO_OFFERS, False
+            signature = (products, _NOTHING, _NOTHING)
+            return (key, *(self.known_sets(signature) or self.offer_sets(*signature)), True)
+        roles, addons, own = attrs.get("roles"), attrs.get("addons"), item.attributes
+        raw = (
+            roles if roles is not None and roles != "0" else own.get("roles"),
+            addons if addons is not None and addons != "0" else own.get("addons"),
+            roles,
+            addons,
+        )
+        found_roles, found_addons, matched = self.known_purpose(raw) or self.purpose(raw)
+        signature = (products, found_roles, found_addons)
+        offers, protects = self.known_sets(signature) or self.offer_sets(*signature)
+        return key, offers, protects, bool(products) or matched
+
     def offer_sets(
         self, products: frozenset[str], roles: frozenset[str], addons: frozenset[str]
     ) -> tuple[frozenset[Offer], frozenset[Offer]]:
@@ -132,49 +167,11 @@ def read_offers(
     keys, offers_of, protects_of, given_of = out.keys, out.offers, out.protects, out.given
     partial = {("stack", sid) for sid in partial_stacks}
     needing: set[GroupKey] = set()
-    wanted, syspurpose = reader.products, reader.syspurpose
-    offer_sets, purpose = reader.offer_sets, reader.purpose
-    known_sets, known_purpose = reader.known_sets, reader.known_purpose
-    single = {p: frozenset((p,)) for p in wanted}
-    # The loop below is _Reader.view() for pools not yet read, inlined: every pool of
-    # the job passes here.
     for item in pools:
         if isinstance(item, PoolView):
             key, offers, protects, given = reader.view(item)
         else:
-            attrs = item.product_attributes
-            stacking = attrs.get("stacking_id")
-            key = ("stack", stacking) if stacking is not None else ("pool", item.id)
-            if consider_derived and item.derived_product_id is not None:
-                products = wanted.intersection(
-                    (item.derived_product_id, *item.derived_provided_products)
-                )
-            elif wanted.isdisjoint(item.provided_products):
-                products = single.get(item.product_id, _NOTHING)
-            else:
-                products = wanted.intersection(item.provided_products)
-                if item.product_id in wanted:
-                    products = products.union((item.product_id,))
-            if syspurpose:
-                roles, addons = attrs.get("roles"), attrs.get("addons")
-                own = item.attributes
-                raw = (
-                    roles if roles is not None and roles != "0" else own.get("roles"),
-                    addons if addons is not None and addons != "0" else own.get("addons"),
-                    roles,
-                    addons,
-                )
-                found_roles, found_addons, matched = known_purpose(raw) or purpose(raw)
-                signature = (products, found_roles, found_addons)
-                offers, protects = known_sets(signature) or offer_sets(*signature)
-                given = bool(products) or matched
-            elif products:
-                signature = (products, _NOTHING, _NOTHING)
-                offers, protects = known_sets(signature) or offer_sets(*signature)
-                given = True
-            else:
-                offers = protects = _NO_OFFERS
-                given = False
+            key, offers, protects, given = reader.pool(item)
         keys.append(key)
         offers_of.append(offers)
         protects_of.append(protects)

@@ -179,15 +179,6 @@ def check_pool(pool: Pool, path: str, log: ProblemLog) -> None:
         _check_numbers(pool.derived_product_attributes, path, "derived_product_attributes", log)
 
 
-def _int(value: str | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except ValueError:  # only reachable for pools that were already rejected
-        return None
-
-
 _SIZE_NAMES = frozenset((*SIZE_ATTRIBUTES, "guest_limit"))
 # Attributes most pools leave unset; see PoolView.rare.
 _RARE = frozenset(
