@@ -15,7 +15,7 @@ from celery import Celery, Task
 from celery.exceptions import Reject, SoftTimeLimitExceeded
 from celery.signals import task_postrun
 
-from apportion import ENGINE_VERSION, kinds
+from apportion import kinds
 from apportion.config.settings import Settings
 from apportion.contracts import Envelope, ErrorDetail, ErrorInfo
 from apportion.contracts.base import valid_job_id
@@ -46,17 +46,15 @@ def _time_limit_envelope(
     seconds, which = (limits.hard, "HARD") if hard else (limits.soft, "SOFT")
     # A job that outgrows the time limit will do so again: it is the job's size, not a
     # passing fault, so it is answered (and never retried).
-    return Envelope(
-        job_id=own if valid_job_id(own) else job_id,
-        kind=kind.name,
-        status="rejected",
-        error=ErrorInfo(
+    return Envelope.rejected(
+        own if valid_job_id(own) else job_id,
+        kind.name,
+        ErrorInfo(
             code="time_limit",
             message=f"the job ran longer than the {queue} queue's {which.lower()} time limit "
             f"of {seconds:g} s; make it smaller or raise APPORTION_TIME_LIMITS__"
             f"{queue.upper()}__{which}",
         ),
-        engine_version=ENGINE_VERSION,
         elapsed_ms=seconds * 1000.0,
     )
 
@@ -187,14 +185,7 @@ def _gate_rejection(kind: JobKind, task: Task, verdict: Any) -> Envelope:
         )
     except (TypeError, KeyError):
         error = ErrorInfo(code="invalid_message", message="the message was refused at the gate")
-    return Envelope(
-        job_id=job_id if valid_job_id(job_id) else task.request.id,
-        kind=kind.name,
-        status="rejected",
-        error=error,
-        engine_version=ENGINE_VERSION,
-        elapsed_ms=0.0,
-    )
+    return Envelope.rejected(job_id if valid_job_id(job_id) else task.request.id, kind.name, error)
 
 
 def _bad_arguments(
@@ -202,18 +193,15 @@ def _bad_arguments(
 ) -> Envelope:
     """The answer to a message whose arguments are not the one job producers send
     (docs/contract.md, "Sending a job")."""
-    return Envelope(
-        job_id=task.request.id,
-        kind=kind.name,
-        status="rejected",
-        error=ErrorInfo(
+    return Envelope.rejected(
+        task.request.id,
+        kind.name,
+        ErrorInfo(
             code="invalid_message",
             message=f"{kind.task_name} takes exactly one argument, the job object; "
             f"got {len(args)} positional and {len(kwargs)} keyword arguments",
             details=(ErrorDetail(path="args", message="send args=[job] and no kwargs"),),
         ),
-        engine_version=ENGINE_VERSION,
-        elapsed_ms=0.0,
     )
 
 

@@ -112,7 +112,8 @@ def validate(kind: str, payload: Any, limits: Limits = DEFAULT_LIMITS) -> BaseMo
         raise Rejected.at("$", "job nested too deeply") from None
 
 
-def _error(exc: DomainError) -> ErrorInfo:
+def error_info(exc: DomainError) -> ErrorInfo:
+    """The envelope's ``error`` for a domain error: its code, message and every problem."""
     problems: Sequence[Problem] = getattr(exc, "problems", ())
     return ErrorInfo(
         code=exc.code,
@@ -203,9 +204,9 @@ def run(
     try:
         result = _answer(spec, payload, ctx or Context(), attempt)
     except Infeasible as exc:
-        return envelope(status="infeasible", error=_error(exc))
+        return envelope(status="infeasible", error=error_info(exc))
     except DomainError as exc:  # Rejected and every other domain error
-        return envelope(status="rejected", error=_error(exc))
+        return envelope(status="rejected", error=error_info(exc))
     except passthrough:
         raise  # a store the worker injected failed: the task retries, nothing is answered
     except Exception as exc:  # an engine bug on this input; see module docstring
@@ -214,4 +215,4 @@ def run(
     return envelope(status="ok", result=result)
 
 
-__all__ = ["Context", "parse_json_text", "run", "validate"]
+__all__ = ["Context", "error_info", "parse_json_text", "run", "validate"]

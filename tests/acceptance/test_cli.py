@@ -237,3 +237,18 @@ def test_submit_to_an_unreachable_broker_names_it_without_its_password() -> None
     assert proc.returncode == 1
     assert "cannot reach the broker at redis://user:***@127.0.0.1:1/0" in proc.stderr
     assert "s3cret" not in proc.stderr
+
+
+def test_the_configured_payload_limit_is_what_solve_enforces() -> None:
+    proc = apportion(
+        "solve",
+        "partition",
+        str(EXAMPLES / "partition.json"),
+        env={"APPORTION_LIMITS__MAX_PAYLOAD_BYTES": "200"},
+    )
+
+    assert proc.returncode == 4, proc.stdout
+    env = output_json(proc)
+    assert env["status"] == "rejected"
+    assert env["error"]["code"] == "too_large"
+    assert "limit of 200 bytes" in env["error"]["message"]

@@ -28,7 +28,6 @@ import signal
 import threading
 from typing import Any
 
-from apportion import ENGINE_VERSION
 from apportion.codec import encode
 from apportion.contracts import Envelope, ErrorInfo
 from apportion.limits import Limits, env_name
@@ -62,17 +61,15 @@ def bounded(envelope: Envelope, limits: Limits) -> tuple[Envelope, bytes]:
         envelope.kind,
         len(text),
     )
-    replacement = Envelope(
-        job_id=envelope.job_id,
-        kind=envelope.kind,
-        status="rejected",
-        error=ErrorInfo(
+    replacement = Envelope.rejected(
+        envelope.job_id,
+        envelope.kind,
+        ErrorInfo(
             code="result_too_large",
             message=f"the result envelope would be {len(text)} bytes, over the limit of "
             f"{limits.max_envelope_bytes} bytes; ask for a smaller result or raise "
             f"{env_name('max_envelope_bytes')}",
         ),
-        engine_version=ENGINE_VERSION,
         elapsed_ms=envelope.elapsed_ms,
     )
     return replacement, envelope_json(replacement)
@@ -80,17 +77,15 @@ def bounded(envelope: Envelope, limits: Limits) -> tuple[Envelope, bytes]:
 
 def duplicate_job_id(envelope: Envelope, dedup_ttl: int) -> Envelope:
     """The answer to a job that reuses the job_id of a different, already answered job."""
-    return Envelope(
-        job_id=envelope.job_id,
-        kind=envelope.kind,
-        status="rejected",
-        error=ErrorInfo(
+    return Envelope.rejected(
+        envelope.job_id,
+        envelope.kind,
+        ErrorInfo(
             code="duplicate_job_id",
             message=f"job_id {envelope.job_id!r} was already answered for a job with "
             "different content; give each job its own job_id (a job_id is remembered for "
             f"APPORTION_DEDUP_TTL={dedup_ttl} s)",
         ),
-        engine_version=ENGINE_VERSION,
         elapsed_ms=envelope.elapsed_ms,
     )
 

@@ -6,6 +6,7 @@ module to build its parser, and must start in well under a second.
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -67,6 +68,7 @@ def settings() -> Settings:
         raise UsageError(f"invalid APPORTION_* configuration: {exc}") from exc
 
 
+@functools.cache
 def engine_settings() -> EngineSettings:
     """What answering a job in-process needs (solve, explain): no service packages."""
     from apportion.engine_settings import EngineSettings
@@ -87,13 +89,14 @@ def check_kind(kind: str) -> None:
 
 def jobs_from_text(kind: str, text: str) -> tuple[list[Any], bool, Envelope | None]:
     """Parse the input: (jobs, was_array, rejection envelope if the text is not JSON)."""
-    from apportion.engine import parse_json_text, run
+    from apportion.contracts import Envelope
+    from apportion.engine import error_info, parse_json_text
     from apportion.errors import Rejected
 
     try:
         data = parse_json_text(text, engine_settings().limits)
-    except Rejected:
-        return [], False, run(kind, text)
+    except Rejected as exc:
+        return [], False, Envelope.rejected(None, kind, error_info(exc))
     if isinstance(data, list):
         return data, True, None
     return [data], False, None

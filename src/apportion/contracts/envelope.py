@@ -65,6 +65,23 @@ class Envelope:
     engine_version: str
     elapsed_ms: float
 
+    @classmethod
+    def rejected(
+        cls, job_id: str | None, kind: str, error: ErrorInfo, *, elapsed_ms: float = 0.0
+    ) -> Envelope:
+        """A ``rejected`` answer decided outside the engine (a time limit, the gate, a
+        reused job_id, an envelope over its size limit, a message that is not a job)."""
+        from apportion import ENGINE_VERSION
+
+        return cls(
+            job_id=job_id,
+            kind=kind,
+            status="rejected",
+            error=error,
+            engine_version=ENGINE_VERSION,
+            elapsed_ms=elapsed_ms,
+        )
+
     @property
     def ok(self) -> bool:
         return self.status == "ok"
