@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from apportion import edge
+from apportion import edge, kinds
 from apportion.contracts.base import valid_job_id
 from apportion.limits import Limits, env_name
 
@@ -363,17 +363,21 @@ def _job_id(call: list[Any], task: str) -> str | None:
     """The job's own idempotency key, for the envelope of a job the gate rejects."""
     args, kwargs = call[0], call[1]
     job = args[0] if len(args) == 1 else kwargs.get("job")
-    # A launch_outcome event's key is its event_id (apportion.engine does the same).
-    key = "event_id" if task == "apportion.launch_outcome" else "job_id"
+    # The kind's own idempotency key (a launch_outcome event's is its event_id), as
+    # apportion.engine reads it; a task name no kind has keeps the common job_id.
+    kind = kinds.REGISTRY.get(task.removeprefix("apportion."))
+    key = kind.id_field if kind is not None else "job_id"
     value = job.get(key) if isinstance(job, dict) else None
     return value if valid_job_id(value) else None
 
 
 def _job_path(path: str) -> str:
     """A path in the body ``[args, kwargs, embed]`` as a path in the job (args[0])."""
-    for prefix in ("$[0][0].", "$[1].job."):
-        if path.startswith(prefix):
-            return path[len(prefix) :]
+    for prefix in ("$[0][0]", "$[1].job"):
+        if path == prefix:
+            return "$"  # the job itself
+        if path.startswith(prefix + "."):
+            return path[len(prefix) + 1 :]
     return path.removeprefix("$")
 
 

@@ -250,3 +250,25 @@ def test_the_producers_send_time_is_kept_only_when_it_is_a_number(sent_at: Any, 
     assert (SENT_AT_HEADER in headers) is kept
     if kept:
         assert headers[SENT_AT_HEADER] == sent_at
+
+
+def test_a_reserved_key_object_as_the_job_itself_is_reported_at_the_jobs_root() -> None:
+    reserved = {"__type__": "decimal", "__value__": "1e999999"}
+
+    verdict = delivered(message(call(reserved)))
+
+    assert verdict.verdict is not None
+    assert verdict.verdict["code"] == "reserved_key"
+    assert verdict.verdict["details"][0]["path"] == "$"
+
+
+def test_a_rejected_events_answer_is_filed_under_its_event_id_the_kinds_own_key() -> None:
+    event = {"event_id": "evt-7", "job_id": "launch-1", "x": nested(600)}
+    raw, _ = item(call(event), task="apportion.launch_outcome", queue="events")
+    rules = GateRules(tasks={"apportion.launch_outcome": [20.0, 10.0]}, max_eta_seconds=600)
+
+    verdict = delivered(json.loads(raw), rules)
+
+    assert verdict.verdict is not None
+    assert verdict.verdict["code"] == "too_deep"
+    assert verdict.verdict["job_id"] == "evt-7"
