@@ -306,14 +306,15 @@ def _locate(payload: Any, limits: Limits) -> ShapeProblem | None:
                     f"(raise {env_name('max_json_items')})",
                 ),
             )
+        in_list = isinstance(value, list)
         for key, child in items:
-            if isinstance(key, int):
+            if in_list:
                 child_path = f"{path}[{key}]"
             else:
-                child_path = _join(path, str(key))
                 found = _key_problem(key, path, max_string)
                 if found is not None:
                     return found
+                child_path = _join(path, str(key))
             stack.append((child, child_path, depth + 1))
     return None
 

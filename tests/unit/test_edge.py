@@ -161,3 +161,12 @@ def test_a_job_id_that_is_not_printable_text_is_answered_under_the_task_id_sayin
     assert env.error is not None
     assert [d.path for d in env.error.details] == ["job_id"]
     orjson.dumps(env.as_dict())  # valid UTF-8 JSON: no lone surrogate came back
+
+
+def test_a_python_callers_non_string_key_is_found_and_named() -> None:
+    found = edge.shape_problem({"hardware": {1: "x"}}, Limits())
+
+    assert found is not None
+    assert found.code == "invalid_json"
+    assert found.problem.path == "hardware"
+    assert "key of type int" in found.problem.message
