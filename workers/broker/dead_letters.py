@@ -33,6 +33,7 @@ dead-letters`` lists the entries and requeues one.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -155,6 +156,8 @@ class DeadLetters:
         return out[:count]
 
     def get(self, entry_id: str) -> DeadLetter | None:
+        if not _ENTRY_ID.fullmatch(entry_id):
+            raise CannotRequeue(f"{entry_id!r} is not a stream entry id (like 1732540000000-0)")
         found: Any = self._client.xrange(self.stream, min=entry_id, max=entry_id)
         return _letter(*found[0]) if found else None
 
@@ -172,14 +175,33 @@ class DeadLetters:
         queue = letter.fields.get("queue", "")
         if not queue:
             raise CannotRequeue(f"{entry_id} does not say which queue it came from")
-        pipe = self._client.pipeline(transaction=True)
-        pipe.lpush(queue, letter.message)  # the producers' end: FIFO, behind waiting jobs
         tag = letter.fields.get("tag")
-        if tag:
-            pipe.delete(self._keys.delivery_count(tag))
-        pipe.xdel(self.stream, entry_id)
-        pipe.execute()
+        count_key = self._keys.delivery_count(tag) if tag else ""
+        # Whoever removes the entry pushes its message: two operators requeueing the same
+        # entry at once push it once.
+        moved = self._client.eval(
+            _REQUEUE_ONCE, 3, self.stream, queue, count_key, entry_id, letter.message
+        )
+        if not moved:
+            raise CannotRequeue(f"{entry_id} was requeued by someone else just now")
         return letter
+
+
+_ENTRY_ID = re.compile(r"\d{1,20}-\d{1,20}")
+
+# KEYS: the dead-letter stream, the queue, the delivery count ("" when none).
+# ARGV: the entry id, the message. The message is pushed at the producers' end (FIFO,
+# behind waiting jobs) only if this call removed the entry.
+_REQUEUE_ONCE = """
+if redis.call('XDEL', KEYS[1], ARGV[1]) == 0 then
+  return 0
+end
+redis.call('LPUSH', KEYS[2], ARGV[2])
+if KEYS[3] ~= '' then
+  redis.call('DEL', KEYS[3])
+end
+return 1
+"""
 
 
 def _text(value: Any) -> str:

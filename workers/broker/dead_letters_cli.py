@@ -37,7 +37,7 @@ def run(
             print(f"requeued {requeue} onto {letter.fields.get('queue')}")
             return 0
         if show is not None:
-            found = store.get(show)
+            found = store.get(show)  # a malformed id: CannotRequeue, exit 1
             if found is None:
                 print(f"apportion dead-letters: no entry {show}", file=sys.stderr)
                 return 3

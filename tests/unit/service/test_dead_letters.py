@@ -99,3 +99,29 @@ def test_a_truncated_copy_cannot_be_requeued(client: fakeredis.FakeRedis) -> Non
 def test_an_unknown_entry_cannot_be_requeued(client: fakeredis.FakeRedis) -> None:
     with pytest.raises(CannotRequeue, match="no dead letter"):
         store(client).requeue("1-1")
+
+
+def test_an_entry_requeued_twice_at_once_is_pushed_once(
+    client: fakeredis.FakeRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dead = store(client)
+    dead.bury(b'{"a": 1}', queue="partition", reason="quarantined", detail="x", tag="tag-2")
+    [letter] = dead.newest()
+    # The second operator read the entry just before the first one requeued it.
+    second = store(client)
+    stale = second.get(letter.entry_id)
+    monkeypatch.setattr(second, "get", lambda _entry_id: stale)
+
+    store(client).requeue(letter.entry_id)
+    with pytest.raises(CannotRequeue, match="someone else"):
+        second.requeue(letter.entry_id)
+
+    assert client.llen("partition") == 1
+
+
+@pytest.mark.parametrize("entry_id", ["latest", "12-x", "", "1-2-3"])
+def test_a_malformed_entry_id_is_a_clear_refusal_not_a_redis_error(
+    client: fakeredis.FakeRedis, entry_id: str
+) -> None:
+    with pytest.raises(CannotRequeue, match="not a stream entry id"):
+        store(client).requeue(entry_id)
