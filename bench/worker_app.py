@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from apportion import kinds
 from apportion.config.settings import get_settings
 from apportion.workers.app import create_app
 
 app = create_app()
 # The partition task's time limits: every production task has a soft and a hard limit,
 # and the worker's per-task timer work for them is Celery's cost, not the engine's.
-_LIMITS = get_settings().time_limit("partition")
+_LIMITS = get_settings().time_limit(kinds.get("partition"))
 
 
 @app.task(

@@ -34,22 +34,12 @@ class TimeLimit(BaseModel):
 
 
 class TimeLimitOverride(BaseModel):
-    """An operator's limits for one queue; what is left out keeps the queue's default."""
+    """An operator's limits for one queue; what is left out keeps each kind's default."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     soft: float | None = Field(None, gt=0)
     hard: float | None = Field(None, gt=0)
-
-
-def default_time_limit(queue: str) -> TimeLimit:
-    """A queue's default limits: the most generous of the kinds that run on it."""
-    on_queue = kinds.kinds_on(queue)
-    if not on_queue:
-        raise ValueError(f"no job kind runs on queue {queue!r}; queues are {kinds.queues()}")
-    return TimeLimit(
-        soft=max(k.soft_time_limit for k in on_queue), hard=max(k.time_limit for k in on_queue)
-    )
 
 
 class Settings(EngineSettings):
@@ -133,20 +123,21 @@ class Settings(EngineSettings):
     def backend(self) -> str:
         return self.result_backend or self.redis_url
 
-    def time_limit(self, queue: str) -> TimeLimit:
-        """The effective limits of ``queue``: its default with the operator's override."""
-        default = default_time_limit(queue)
-        override = self.time_limits.get(queue)
-        if override is None:
-            return default
+    def time_limit(self, kind: kinds.JobKind) -> TimeLimit:
+        """A kind's limits: its own, with what the operator set for its queue in their place.
+
+        Operators set limits per queue (workers serve queues); a kind declares its own
+        defaults, so two kinds sharing a queue keep theirs until the operator sets one.
+        """
+        override = self.time_limits.get(kind.queue)
         return TimeLimit(
-            soft=override.soft if override.soft is not None else default.soft,
-            hard=override.hard if override.hard is not None else default.hard,
+            soft=override.soft if override and override.soft is not None else kind.soft_time_limit,
+            hard=override.hard if override and override.hard is not None else kind.time_limit,
         )
 
     @property
     def longest_hard_limit(self) -> float:
-        return max(self.time_limit(q).hard for q in kinds.queues())
+        return max(self.time_limit(kind).hard for kind in kinds.REGISTRY.values())
 
     @model_validator(mode="after")
     def _kinds_and_their_queues(self) -> Settings:
@@ -157,8 +148,8 @@ class Settings(EngineSettings):
                 f"APPORTION_TIME_LIMITS names unknown queue(s) {unknown}; "
                 f"queues are {list(kinds.queues())}"
             )
-        for queue in self.time_limits:
-            self.time_limit(queue)  # soft below hard, after the override
+        for kind in kinds.REGISTRY.values():
+            self.time_limit(kind)  # soft below hard, after the override
         return self
 
     @property

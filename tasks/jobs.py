@@ -42,7 +42,7 @@ def _time_limit_envelope(
 ) -> Envelope:
     own = job.get(kind.id_field) if isinstance(job, dict) else None
     queue = kind.queue
-    limits = rt.settings.time_limit(queue)
+    limits = rt.settings.time_limit(kind)
     seconds, which = (limits.hard, "HARD") if hard else (limits.soft, "SOFT")
     # A job that outgrows the time limit will do so again: it is the job's size, not a
     # passing fault, so it is answered (and never retried).
@@ -240,10 +240,10 @@ GATED_REQUEST = "apportion.workers.broker.requests:GatedRequest"
 
 
 def register(app: Celery, settings: Settings) -> None:
-    """Register one task per registered job kind on ``app``, with its queue's limits."""
+    """Register one task per registered job kind on ``app``, with its time limits."""
     for kind in kinds.REGISTRY.values():
         hooks_for(kind.hooks)  # an unknown hook stops the worker here, not on a job
-        limit = settings.time_limit(kind.queue)
+        limit = settings.time_limit(kind)
         # shared=False: tasks belong to this app only (the demo builds a second app).
         # resultrepr_maxsize: Celery reprs every return value for its "succeeded" log
         # line and the task-succeeded event (Flower's result text); an Answer's repr is

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from pydantic import ValidationError
 
+from apportion import kinds
 from apportion.config.celeryconfig import celery_config
 from apportion.config.settings import Settings
 from apportion.workers.app import create_app
@@ -42,8 +45,9 @@ def test_settings_default_to_the_local_redis_and_read_the_environment(
     assert s.backend == "redis://cache:6380/2"
     assert s.visibility_timeout == 7200
     assert s.limits.max_pools == 123
-    assert s.time_limit("partition").hard == 300
-    assert s.time_limit("partition").soft == 60  # the queue's default, kept
+    partition = kinds.get("partition")
+    assert s.time_limit(partition).hard == 300
+    assert s.time_limit(partition).soft == 60  # the kind's default, kept
 
 
 def test_a_visibility_timeout_not_longer_than_the_longest_hard_limit_is_refused(
@@ -119,3 +123,25 @@ def test_time_limits_for_a_queue_no_kind_runs_on_are_refused(
 
     with pytest.raises(ValidationError, match="unknown queue"):
         Settings()
+
+
+def test_two_kinds_on_one_queue_keep_their_own_time_limits_until_the_operator_sets_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    quick = replace(kinds.get("guest_host_attach"), soft_time_limit=5, time_limit=8)
+    monkeypatch.setitem(kinds.REGISTRY, "guest_host_attach", quick)
+
+    app = create_app(Settings(), broker="memory://", backend="cache+memory://")
+    assert (
+        app.tasks["apportion.guest_host_attach"].soft_time_limit,
+        app.tasks["apportion.guest_host_attach"].time_limit,
+    ) == (5, 8)
+    assert (
+        app.tasks["apportion.auto_attach"].soft_time_limit,
+        app.tasks["apportion.auto_attach"].time_limit,
+    ) == (60, 90)
+
+    monkeypatch.setenv("APPORTION_TIME_LIMITS__ATTACH__HARD", "120")
+    settings = Settings()
+    assert settings.time_limit(quick).hard == 120
+    assert settings.time_limit(kinds.get("auto_attach")).hard == 120
