@@ -34,7 +34,6 @@ dead-letters`` lists the entries and requeues one.
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -43,7 +42,7 @@ import redis
 
 from apportion.errors import StoreUnavailable
 from apportion.workers.redis.client import TRANSIENT_ERRORS
-from apportion.workers.redis.keys import Keys
+from apportion.workers.redis.keys import Keys, min_stream_id
 
 FIELDS = ("queue", "reason", "detail", "task", "task_id", "tag", "size", "truncated", "at")
 
@@ -80,12 +79,6 @@ class DeadLetterPolicy:
     maxlen: int = 10_000
     max_age_seconds: int = 7 * 86_400
     copy_bytes: int = 1024 * 1024
-
-
-def min_id(max_age_seconds: float, now: float | None = None) -> str:
-    """The stream id below which entries are older than ``max_age_seconds`` (XTRIM MINID)."""
-    now = time.time() if now is None else now
-    return f"{max(0, int((now - max_age_seconds) * 1000))}-0"
 
 
 class DeadLetters:
@@ -128,7 +121,9 @@ class DeadLetters:
         try:
             pipe = self._client.pipeline(transaction=True)
             pipe.xadd(self.stream, fields, maxlen=self.policy.maxlen, approximate=True)  # type: ignore[arg-type]
-            pipe.xtrim(self.stream, minid=min_id(self.policy.max_age_seconds), approximate=True)
+            pipe.xtrim(
+                self.stream, minid=min_stream_id(self.policy.max_age_seconds), approximate=True
+            )
             if tag:
                 pipe.delete(self._keys.delivery_count(tag))
                 if unacked is not None:
@@ -232,5 +227,4 @@ __all__ = [
     "DeadLetterPolicy",
     "DeadLetters",
     "describe",
-    "min_id",
 ]

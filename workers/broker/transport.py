@@ -99,9 +99,9 @@ from kombu.utils.json import dumps, loads
 
 from apportion.errors import StoreUnavailable
 from apportion.limits import Limits
-from apportion.workers.broker.dead_letters import DeadLetterPolicy, DeadLetters, min_id
+from apportion.workers.broker.dead_letters import DeadLetterPolicy, DeadLetters
 from apportion.workers.broker.gate import Bury, Deliver, GateRules, inspect
-from apportion.workers.redis.keys import Keys
+from apportion.workers.redis.keys import Keys, min_stream_id
 
 log = logging.getLogger("apportion.transport")
 
@@ -429,7 +429,7 @@ class Channel(kombu_redis.Channel):
             gate.count_ttl,
             gate.dead_letters.maxlen,
             gate.dead_letters.copy_bytes,
-            min_id(gate.dead_letters.max_age_seconds, now),
+            min_stream_id(gate.dead_letters.max_age_seconds, now),
             datetime.now(UTC).isoformat(),
         ]
 

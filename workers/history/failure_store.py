@@ -23,7 +23,6 @@ Counting is ``ZCOUNT`` over ``[now − window, +inf)`` per account, pipelined.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -34,7 +33,7 @@ import redis
 from apportion.contracts.events import LaunchOutcomeJob
 from apportion.errors import StoreUnavailable
 from apportion.workers.redis.client import TRANSIENT_ERRORS
-from apportion.workers.redis.keys import Keys
+from apportion.workers.redis.keys import Keys, min_stream_id
 
 _RECORD = """
 -- KEYS: marker, history, stream
@@ -125,7 +124,7 @@ class FailureStore:
                     oldest,
                     self._maxlen,
                     event.outcome,
-                    f"{max(0, int((time.time() - self._max_age) * 1000))}-0",
+                    min_stream_id(self._max_age),
                     self._cap,
                     *flat,
                 ],

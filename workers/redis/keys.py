@@ -6,11 +6,19 @@ are named by kombu/Celery; everything apportion writes itself is named here.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from apportion import kinds
 
 SUBSCRIBER_GROUP = "apportion-subscribers"
+
+
+def min_stream_id(max_age_seconds: float, now: float | None = None) -> str:
+    """The stream id below which entries are older than ``max_age_seconds`` (XTRIM MINID):
+    stream ids start with their entry's time in milliseconds."""
+    now = time.time() if now is None else now
+    return f"{max(0, int((now - max_age_seconds) * 1000))}-0"
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,6 @@ import hashlib
 import json
 import os
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -35,7 +34,7 @@ from apportion.codec import encode_text
 from apportion.contracts import Envelope
 from apportion.errors import StoreUnavailable
 from apportion.workers.redis.client import TRANSIENT_ERRORS
-from apportion.workers.redis.keys import Keys
+from apportion.workers.redis.keys import Keys, min_stream_id
 
 # KEYS: marker, stream. ARGV: ttl, maxlen, minid, fingerprint, fields...
 # Returns {1, entry id} when published now, {0, marker value} when the job_id was known.
@@ -60,12 +59,6 @@ def event_fields(envelope: Envelope, text: str | bytes | None = None) -> dict[st
         "status": envelope.status,
         "envelope": encode_text(envelope.as_dict()) if text is None else text,
     }
-
-
-def stream_min_id(max_age_seconds: float, now: float | None = None) -> str:
-    """The stream id below which entries are older than ``max_age_seconds``."""
-    now = time.time() if now is None else now
-    return f"{max(0, int((now - max_age_seconds) * 1000))}-0"
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +149,7 @@ class StreamPublisher:
             self._keys.results_stream(kind),
             self._dedup_ttl,
             self._maxlen,
-            stream_min_id(self._max_age),
+            min_stream_id(self._max_age),
             fingerprint,
         ]
         for k, v in event_fields(envelope, text).items():
