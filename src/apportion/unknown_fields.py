@@ -30,7 +30,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
-from itertools import chain
+from itertools import chain, islice
 from typing import Any
 
 from apportion.contracts.envelope import WarningDetail
@@ -343,8 +343,24 @@ class _Found:
     more: int = 0
 
 
-@lru_cache(maxsize=4096)
+# An object that keeps extra keys on purpose (a partition job's hardware) may hold any
+# number of them: near-misses are looked for among its first extra keys only, in the
+# job's order, so that a job with a hundred thousand hardware keys costs no more than
+# one with a thousand.
+OPEN_KEYS_EXAMINED = 1_000
+
+
 def _suggest(key: str, candidates: tuple[str, ...], cutoff: float = 0.75) -> str | None:
+    """The known name ``key`` most likely misspells, if any."""
+    # A key far longer than every name cannot be a misspelling of one; it is also kept
+    # out of the cache, which would otherwise hold producers' long keys.
+    if len(key) > max(map(len, candidates), default=0) * 2 + 4:
+        return None
+    return _suggest_short(key, candidates, cutoff)
+
+
+@lru_cache(maxsize=4096)
+def _suggest_short(key: str, candidates: tuple[str, ...], cutoff: float) -> str | None:
     close = difflib.get_close_matches(key, candidates, n=1, cutoff=cutoff)
     if close:
         return close[0]
@@ -398,7 +414,10 @@ def _walk(value: Any, node: Any, path: str, pattern: str, found: _Found_at) -> N
 def _unknown(
     value: dict[str, Any], node: _Object, path: str, pattern: str, found: _Found_at
 ) -> None:
-    for key in sorted(value.keys() - node.known - node.ignored, key=str):
+    unknown = value.keys() - node.known - node.ignored
+    if node.open and len(unknown) > OPEN_KEYS_EXAMINED:
+        unknown = set(islice((k for k in value if k in unknown), OPEN_KEYS_EXAMINED))
+    for key in sorted(unknown, key=str):
         where = (pattern, key)
         if where in found:
             found[where].more += 1
@@ -472,7 +491,7 @@ def _clean(values: list[Any], node: Any) -> bool:
         dicts = [v for v in values if type(v) is dict]
         keys: set[Any] = set().union(*dicts)
         unknown = keys - node.known - node.ignored
-        if unknown and (not node.open or any(_suggest(str(k), node.candidates) for k in unknown)):
+        if unknown and (not node.open or _near_miss(dicts, unknown, node.candidates)):
             return False
         return all(
             _clean([d[key] for d in dicts if key in d], child)
@@ -493,6 +512,13 @@ def _clean(values: list[Any], node: Any) -> bool:
             _suggest(k, node.known, 0.85) for k in keys - node.known_set if isinstance(k, str)
         )
     return _clean_choice(values, node)
+
+
+def _near_miss(dicts: list[dict[Any, Any]], unknown: set[Any], names: tuple[str, ...]) -> bool:
+    """Whether an extra key of an open object looks like a misspelt name: among the first
+    OPEN_KEYS_EXAMINED extra keys, in the job's order."""
+    extra = (k for d in dicts for k in d if k in unknown)
+    return any(_suggest(str(k), names) for k in islice(extra, OPEN_KEYS_EXAMINED))
 
 
 def _clean_choice(values: list[Any], node: Any) -> bool:

@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 
 from apportion import kinds
 from apportion.engine import run
-from apportion.unknown_fields import MAX_WARNINGS, POOL_ATTRIBUTES, find
+from apportion.unknown_fields import (
+    MAX_WARNINGS,
+    OPEN_KEYS_EXAMINED,
+    POOL_ATTRIBUTES,
+    _suggest_short,
+    find,
+)
 from tests.conftest import load_example
 
 ATTACH_SOURCES = Path(__file__).resolve().parents[2] / "src" / "apportion" / "attach"
@@ -265,3 +271,26 @@ def test_a_huge_unknown_key_is_quoted_short() -> None:
 
     assert len(warning["message"]) < 150
     assert len(warning["path"]) <= 200
+
+
+def test_an_open_objects_near_misses_are_looked_for_among_its_first_extra_keys() -> None:
+    """A partition job's hardware keeps any keys; among a hundred thousand of them, a
+    near-miss of `disks` is warned when it comes within the first OPEN_KEYS_EXAMINED."""
+    job = load_example("partition.json")
+    early = copy.deepcopy(job)
+    early["hardware"] = {"disk": [], **{f"k{i}": i for i in range(100_000)}, **job["hardware"]}
+    late = copy.deepcopy(job)
+    late["hardware"] = {**{f"k{i}": i for i in range(OPEN_KEYS_EXAMINED)}, "disk": []}
+    late["hardware"].update(job["hardware"])
+
+    assert [w.path for w in find(kinds.get("partition").job, early)] == ["hardware.disk"]
+    assert find(kinds.get("partition").job, late) == ()
+
+
+def test_a_key_far_longer_than_every_field_name_is_no_misspelling_and_is_not_remembered() -> None:
+    before = _suggest_short.cache_info().currsize
+    job = load_example("partition.json")
+    job["hardware"]["d" + "i" * 60_000] = 1
+
+    assert find(kinds.get("partition").job, job) == ()
+    assert _suggest_short.cache_info().currsize == before
