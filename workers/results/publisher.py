@@ -95,11 +95,20 @@ class ResultPublisher(Protocol):
     def published_envelope(self, kind: str, entry_id: str) -> dict[str, Any] | None:
         """The envelope of the event at ``entry_id`` (None once trimmed away)."""
 
-    def published_entry(self, kind: str, job_id: str) -> str | None:
-        """Where the job_id's event is, if it has one."""
+
+class _Publisher:
+    def publish_once(
+        self, envelope: Envelope, fingerprint: str, text: str | bytes | None = None
+    ) -> Publication:
+        raise NotImplementedError
+
+    def publish(self, envelope: Envelope) -> str | None:
+        """Publish the envelope's event; return the entry id, or None if already published."""
+        done = self.publish_once(envelope, "")
+        return done.entry_id if done.new else None
 
 
-class StreamPublisher:
+class StreamPublisher(_Publisher):
     """Publishes result envelopes to ``{prefix}:results:{kind}`` streams (trimmed by
     count and age).
 
@@ -133,10 +142,6 @@ class StreamPublisher:
         self._pid = 0
         # Thread pools share one publisher: one command on the connection at a time.
         self._lock = threading.Lock()
-
-    def publish(self, envelope: Envelope) -> str | None:
-        done = self.publish_once(envelope, "")
-        return done.entry_id if done.new else None
 
     def publish_once(
         self, envelope: Envelope, fingerprint: str, text: str | bytes | None = None
@@ -173,17 +178,6 @@ class StreamPublisher:
             return None
         envelope: dict[str, Any] = json.loads(found[0][1][b"envelope"])
         return envelope
-
-    def published_entry(self, kind: str, job_id: str) -> str | None:
-        try:
-            value: Any = self._client.get(self._keys.published_marker(kind, job_id))
-        except TRANSIENT_ERRORS as exc:
-            raise StoreUnavailable(f"could not read the marker of {job_id}: {exc}") from exc
-        if value is None:
-            return None
-        text = value.decode() if isinstance(value, bytes) else str(value)
-        entry = text.rpartition(" ")[2]
-        return entry if "-" in entry else None
 
     def _connect(self) -> ConnectionInterface:
         pid = os.getpid()
@@ -222,16 +216,12 @@ class StreamPublisher:
 
 
 @dataclass
-class MemoryPublisher:
+class MemoryPublisher(_Publisher):
     """In-process stand-in with the same once-per-job rule (the embedded demo uses it)."""
 
     events: list[dict[str, Any]] = field(default_factory=list)
     _seen: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def publish(self, envelope: Envelope) -> str | None:
-        done = self.publish_once(envelope, "")
-        return done.entry_id if done.new else None
 
     def publish_once(
         self, envelope: Envelope, fingerprint: str, text: str | bytes | None = None
@@ -255,10 +245,6 @@ class MemoryPublisher:
                 envelope: dict[str, Any] = json.loads(self.events[index]["envelope"])
                 return envelope
         return None
-
-    def published_entry(self, kind: str, job_id: str) -> str | None:
-        known = self._seen.get((kind, job_id))
-        return known[1] if known else None
 
     def envelopes(self) -> list[Envelope]:
         return [Envelope.from_dict(json.loads(e["envelope"])) for e in self.events]
