@@ -157,18 +157,25 @@ def answer_hard_time_limit(name: str, task_id: str, args: Any, kwargs: Any) -> d
     kind = kinds.get(name.removeprefix("apportion."))
     rt = get_runtime()
     job = _the_job(args, kwargs)
+    if job is NOT_ONE_JOB:
+        job = None
     envelope = _time_limit_envelope(kind, job, task_id, rt, hard=True)
     envelope, text = bounded(envelope, rt.settings.limits)
     answer = settle(rt.publisher, envelope, fingerprint(job), text, dedup_ttl=rt.settings.dedup_ttl)
     return answer.as_dict()
 
 
+NOT_ONE_JOB: Any = object()
+
+
 def _the_job(args: Any, kwargs: Any) -> Any:
+    """The one job a message carries, as ``args=[job]`` or ``kwargs={"job": job}``;
+    NOT_ONE_JOB for anything else."""
     if isinstance(args, list | tuple) and len(args) == 1 and not kwargs:
         return args[0]
     if not args and isinstance(kwargs, dict) and set(kwargs) == {"job"}:
         return kwargs["job"]
-    return None
+    return NOT_ONE_JOB
 
 
 def _gate_rejection(kind: JobKind, task: Task, verdict: Any) -> Envelope:
@@ -217,10 +224,9 @@ def _make(kind: JobKind) -> Any:
         # instead of a TypeError that leaves no result event at all.
         # The envelope is returned as an Answer: stored as the envelope itself, shown
         # in Flower and Celery's log as a short preview (workers/observe.py).
-        if len(args) == 1 and not kwargs:
-            return Answer(execute(self, kind, args[0]))
-        if not args and set(kwargs) == {"job"}:
-            return Answer(execute(self, kind, kwargs["job"]))
+        job = _the_job(args, kwargs)
+        if job is not NOT_ONE_JOB:
+            return Answer(execute(self, kind, job))
         envelope = _bad_arguments(kind, self, args, kwargs)
         answer = publish_or_retry(self, get_runtime(), envelope, fingerprint([args, kwargs]))
         return Answer(answer)
