@@ -41,7 +41,8 @@ from typing import Any
 
 from apportion.attach import solve_auto_attach
 from apportion.contracts.attach import AutoAttachJob
-from apportion.engine import Context, run, shape_problem
+from apportion.edge import shape_problem
+from apportion.engine import Context, run
 
 CATALOGUE = [f"prod-{i:03d}" for i in range(100)]
 INSTALLED = CATALOGUE[:20]

@@ -89,12 +89,6 @@ def _problems(exc: ValidationError) -> list[Problem]:
     return out
 
 
-def shape_problem(payload: Any, limits: Limits) -> Problem | None:
-    """The first value nested too deeply, too long, or outside JSON's numbers and text."""
-    found = edge.shape_problem(payload, limits)
-    return found.problem if found is not None else None
-
-
 def validate(kind: str, payload: Any, limits: Limits = DEFAULT_LIMITS) -> BaseModel:
     """Validate ``payload`` against the contract model of ``kind`` or raise :class:`Rejected`."""
     model = kinds.get(kind).job

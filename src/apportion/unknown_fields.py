@@ -472,9 +472,6 @@ def _join(path: str, key: str) -> str:
     return key if path == "$" else f"{path}.{key}"
 
 
-# ---- the answer ---------------------------------------------------------------------
-
-
 # ---- the quick pass: every value at one place of the schema at once ------------------
 
 
