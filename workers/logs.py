@@ -65,7 +65,8 @@ _DROP = DropPerJobLines()
 
 def log_format() -> str:
     # Read from the environment directly: logging is set up before the settings are
-    # validated, and a typo here must not stop the worker (settings list the choices).
+    # read. An unknown value logs as text here; the settings then refuse it at start-up
+    # with the choices.
     return os.environ.get("APPORTION_LOG_FORMAT", "text").strip().lower()
 
 

@@ -18,7 +18,7 @@ Three things only the worker's main process sees:
   reached for that, Celery's own handling applies.
 
 ``revoked()`` being called from Celery's ``execute_using_pool`` is an internal;
-tests/unit/service/test_transport_canary.py fails with a clear message if an upgrade
+tests/unit/service/test_kombu_canary.py fails with a clear message if an upgrade
 changes it.
 """
 
