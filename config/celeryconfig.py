@@ -142,7 +142,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_track_started": True,
         "result_expires": settings.result_expires,
         # No job arguments in the result backend: with result_extended every result
-        # kept its job (a 50 MB job stayed a day in Redis next to its answer). The
+        # keeps its job (a 50 MB job would stay a day in Redis next to its answer). The
         # backend stores the state and the envelope; Flower still shows each task's
         # name, state, worker, runtime and arguments, from the task events (the
         # producer's argsrepr, at most 1,024 characters), not from the backend.

@@ -4,7 +4,7 @@ Producers send by task name (``apportion.partition``), so they need the routes,
 serializers and retry policy of :func:`apportion.config.celeryconfig.celery_config`
 but none of the task code: ``apportion submit`` and ``apportion health`` use this app
 instead of :mod:`apportion.workers.app`, which imports every engine (numpy, scipy,
-yaql) to register the tasks and made the CLI take seconds to start.
+yaql) to register the tasks, seconds of start-up a producer has no use for.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """launch_select answers that fit the envelope limit (``APPORTION_LIMITS__MAX_ENVELOPE_BYTES``).
 
-A 1.8 MB job (2,500 providers, 32 isolated groups, the 10,000-candidate cap) had an
-answer of 175-327 MB: each candidate carries one allocation per group. Building it
-all and refusing it afterwards would spend the memory anyway, so the candidates are
+An answer can be hundreds of times its job: with many isolated groups each candidate
+carries one allocation per group, up to the candidate cap. Building it all and
+refusing it afterwards would spend the memory anyway, so the candidates are
 cut *before* they are built: the first few are built and measured, the cut is placed
 where the answer would reach the limit, and only that many are built. The result says
 so in ``extra``: ``truncated: true``, ``valid_candidates`` (how many the search found
@@ -12,8 +12,8 @@ it came after the cut; ``selection.chosen`` points at it), and ``provider_summar
 cover the trees of the returned candidates only, as they cover those of all the
 candidates found when nothing is cut.
 
-A job whose answer fits is built exactly as before; the measuring costs one small
-probe of at most ``PROBE`` candidates.
+A job whose answer fits is built whole; the measuring costs one small probe of at most
+``PROBE`` candidates.
 """
 
 from __future__ import annotations

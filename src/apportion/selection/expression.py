@@ -29,7 +29,7 @@ and costs one parse and one fork per module rather than one per account. yaql is
 slow per operation (~0.1-0.3 ms per attribute access), so the batch's wall-time
 limit is ``yaql_timeout_seconds + yaql_seconds_per_account * accounts`` — but never
 more than what is left of the job's one budget, ``yaql_job_seconds``, which all the
-expression modules of a job share: a job's time no longer grows with its accounts or
+expression modules of a job share: a job's time is bounded whatever its accounts or
 its modules. The account list counts against ``yaql_max_iterations`` like any
 collection.
 """
