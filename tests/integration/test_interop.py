@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import EXAMPLES, REQUIRE_REDIS, load_example
 from tests.support.gen_docs import example_jobs, kind_of, without_timing
-from tests.support.processes import REPO, RedisServer, Worker
+from tests.support.processes import REPO, RedisServer, Worker, wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker]
 
@@ -90,8 +90,9 @@ def test_the_node_producer_gets_each_examples_envelope_from_its_stream(
         expected["result"].pop("recorded")
         expected["result"] |= {"event_id": key, "at": job["at"]}
     assert without_timing(envelope) == without_timing(expected)
-    # The worker ran it as the task the producer named, under the id it chose.
-    assert f"task {out['taskId']}" in worker.log_text()
+    # The worker ran it as the task the producer named, under the id it chose. It logs
+    # that line after publishing, so the producer may read the envelope first.
+    wait_until(lambda: f"task {out['taskId']}" in worker.log_text(), 10, what="the job's log line")
 
 
 def test_sending_the_same_job_again_answers_this_message_not_an_older_event(
