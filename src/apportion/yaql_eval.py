@@ -183,6 +183,12 @@ def _parse_or_fail(name: str, text: str, limits: Limits) -> Any | YaqlFailure:
         return YaqlFailure(name, SYNTAX, f"yaql syntax error: {_short(exc)}")
 
 
+def syntax_failure(name: str, text: str, limits: Limits) -> YaqlFailure | None:
+    """Why ``text`` does not parse (or is too long), without evaluating it; None if it does."""
+    found = _parse_or_fail(name, text, limits)
+    return found if isinstance(found, YaqlFailure) else None
+
+
 def _short(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return text if len(text) <= 200 else text[:197] + "..."
@@ -839,5 +845,6 @@ __all__ = [
     "BatchResult",
     "YaqlFailure",
     "evaluate_batch",
+    "syntax_failure",
     "warm_up",
 ]

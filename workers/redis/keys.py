@@ -61,3 +61,14 @@ class Keys:
     def delivery_count(self, delivery_tag: str) -> str:
         """How many times a message was handed to a worker without an answer (quarantine)."""
         return f"{self.delivery_count_prefix}{delivery_tag}"
+
+    def policy(self, pool: str) -> str:
+        """Hash of one pool's policy versions (workers/policies/store.py): ``head``,
+        ``low``, ``current`` and ``v:<n>`` per version kept. The pool name comes last, so
+        no pool name (``:`` is allowed in one) can name another pool's key."""
+        return f"{self.prefix}:policy:{pool}"
+
+    @property
+    def policy_pools(self) -> str:
+        """Set of the pools that have a policy in the store."""
+        return f"{self.prefix}:policy-pools"

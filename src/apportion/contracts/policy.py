@@ -8,6 +8,7 @@ each parameter means. The formulas live in ``apportion/selection/modules.py``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Annotated, Literal
 
@@ -110,6 +111,23 @@ PolicyModule = Annotated[
     | CostModule
     | ExpressionModule,
     Field(discriminator="module"),
+]
+
+
+# Pools of the policy store (docs/operations.md, "The policy store"). A pool name appears
+# in Redis keys, log lines and URLs: short, printable, no spaces or slashes.
+POOL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
+POOL_NAME = re.compile(POOL_NAME_PATTERN)
+# The reserved pool holding the global default: the policy of every pool without its own.
+DEFAULT_POOL = "default"
+
+PoolName = Annotated[
+    str,
+    Field(
+        pattern=POOL_NAME_PATTERN,
+        description="a pool of the policy store: 1-128 characters, letters, digits and _ . : - "
+        "(not first); `default` is the global default",
+    ),
 ]
 
 

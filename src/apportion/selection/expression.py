@@ -49,7 +49,7 @@ from apportion.limits import Limits, env_name
 from apportion.selection.distribution import Distribution
 from apportion.selection.facts import Facts
 from apportion.selection.modules import Step, adjustment, make_step
-from apportion.yaql_eval import SYNTAX, TIMEOUT, evaluate_batch
+from apportion.yaql_eval import SYNTAX, TIMEOUT, evaluate_batch, syntax_failure
 
 _PREFIX = "$.select(("
 _SUFFIX = "))"
@@ -69,6 +69,24 @@ def check(module: ExpressionModule, path: str, limits: Limits) -> list[Problem]:
             )
         ]
     return []
+
+
+def syntax_problems(module: ExpressionModule, path: str, limits: Limits) -> list[Problem]:
+    """The syntax error the module would be rejected with when it runs, found by parsing
+    alone (the policy store checks this on save; a job finds it when the module runs)."""
+    name = f"{path}.expression"
+    text = f"{_PREFIX}{module.expression}{_SUFFIX}"
+    wrapped = limits.model_copy(
+        update={
+            "yaql_max_expression_length": limits.yaql_max_expression_length
+            + len(_PREFIX)
+            + len(_SUFFIX)
+        }
+    )
+    failure = syntax_failure(name, text, wrapped)
+    if failure is None:
+        return []
+    return [Problem(name, _unwrap(failure.message, text, module.expression))]
 
 
 def now_document(now: datetime) -> dict[str, Any]:

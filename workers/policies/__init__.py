@@ -1,0 +1,1 @@
+"""The policy store: each pool's launch policy, versioned, and the global default."""
