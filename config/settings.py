@@ -86,6 +86,11 @@ class Settings(EngineSettings):
     simulated_failure_rates: dict[str, float] = Field(default_factory=dict)
     launch_attempts: int = Field(3, ge=1, le=20)
 
+    # The policy store (workers/policies/): the newest versions kept per pool (older ones
+    # are deleted as new ones are saved) and the largest policy accepted, as JSON.
+    policy_max_versions: int = Field(1000, ge=1, le=100_000)
+    policy_max_bytes: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024)
+
     # The gate in front of the pool (workers/broker/gate.py) and the dead letters.
     # A queue item as queued (base64 body and headers). Larger items are dead-lettered
     # without being decoded. Default: a job of limits.max_payload_bytes, in base64,

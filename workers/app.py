@@ -92,6 +92,10 @@ def _warm_up_before_the_pool_forks(sender: Any = None, **_: Any) -> None:
         # Before the fork, so every pool process records into the multiprocess files.
         _metrics_dir = job_metrics.start(settings.metrics_port, settings.metrics_address)
     warm_up(settings)
+    # The main process seeds once before the pool starts; children read the store per job.
+    from apportion.workers.policies.seed import seed_default_policy
+
+    seed_default_policy(settings)
     # Everything loaded so far lives as long as the process. Frozen, the pool children
     # skip it in every full garbage collection (scipy, pydantic's schemas and yaql's
     # tables are hundreds of thousands of objects), and the collector no longer writes

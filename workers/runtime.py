@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import redis
+
 from apportion.config.settings import Settings, get_settings
 from apportion.contracts.events import LaunchOutcomeJob
-from apportion.engine import Context
+from apportion.engine import Context, StoredPolicy
 from apportion.engine_settings import engine_context
 from apportion.workers.history.failure_store import (
     OUTSIDE_RETENTION,
@@ -24,6 +26,7 @@ from apportion.workers.history.failure_store import (
     FailureStore,
 )
 from apportion.workers.launch.launcher import Launcher, make_launcher
+from apportion.workers.policies.store import PolicyStore
 from apportion.workers.redis.client import get_redis
 from apportion.workers.redis.keys import Keys
 from apportion.workers.results.publisher import ResultPublisher, StreamPublisher
@@ -40,11 +43,22 @@ class Runtime:
     failures: FailureHistory
     keys: Keys = field(default_factory=Keys)
     launcher: Launcher | None = None
+    # None: no policy store (the default policy file decides, as in `apportion solve`).
+    policies: PolicyStore | None = None
 
     def context(self) -> Context:
         """The engine context for one job: the clock read once, the stores injected."""
         now = utcnow()
         history = self.failures
+        store = self.policies
+
+        def policy_lookup(pool: str | None) -> StoredPolicy | None:
+            # Read for every job that needs it (one round trip, both the pool's and the
+            # default's current version), so a saved version decides the next job on
+            # every worker; StoreUnavailable fails the job for a retry (docs/operations.md).
+            assert store is not None
+            found = store.effective(pool)
+            return None if found is None else StoredPolicy(found.pool, found.version, found.policy)
 
         def failure_counts(accounts: Sequence[str], window_hours: float) -> Mapping[str, int]:
             return history.counts(accounts, window_hours, now)
@@ -61,6 +75,8 @@ class Runtime:
             default_policy=base.default_policy,
             failure_counts=failure_counts,
             record_outcome=record_outcome,
+            policy_lookup=None if store is None else policy_lookup,
+            allow_inline_policy=base.allow_inline_policy,
         )
 
 
@@ -88,6 +104,18 @@ def build_runtime(settings: Settings) -> Runtime:
         failures=failures,
         keys=keys,
         launcher=make_launcher(settings),
+        policies=policy_store(settings, client),
+    )
+
+
+def policy_store(settings: Settings, client: redis.Redis | None = None) -> PolicyStore:
+    """The policy store of ``settings`` (its Redis, key prefix, bounds and limits)."""
+    return PolicyStore(
+        client if client is not None else get_redis(settings),
+        Keys(settings.stream_prefix),
+        max_versions=settings.policy_max_versions,
+        max_bytes=settings.policy_max_bytes,
+        limits=settings.limits,
     )
 
 

@@ -49,6 +49,20 @@ RecordOutcome = Callable[[Any], bool | str]
 
 
 @dataclass(frozen=True, slots=True)
+class StoredPolicy:
+    """A version of a pool's policy from the policy store (apportion.workers.policies)."""
+
+    pool: str  # the pool it is the policy of; "default" for the global default
+    version: int
+    modules: Sequence[Mapping[str, Any]]
+
+
+# (the job's pool, or None) -> the pool's current policy, else the default's; None when
+# the store has neither. Raises an InfrastructureError when the store cannot answer.
+PolicyLookup = Callable[[str | None], StoredPolicy | None]
+
+
+@dataclass(frozen=True, slots=True)
 class Context:
     """What an engine may know besides the job: limits, the clock, configured defaults.
 
@@ -58,8 +72,15 @@ class Context:
 
     limits: Limits = DEFAULT_LIMITS
     now: datetime = field(default_factory=lambda: datetime.now(UTC))
-    # launch_select: the policy a job without a `policy` key gets (config/default_policy.yaml).
+    # launch_select: the policy a job without a `policy` key gets when there is no policy
+    # store, or the store has no default (config/default_policy.yaml).
     default_policy: Sequence[Mapping[str, Any]] | None = None
+    # launch_select: the policy store, asked once for a job without a `policy` key.
+    # Injected by the worker (one Redis round trip); None: no store (`apportion solve`).
+    policy_lookup: PolicyLookup | None = None
+    # launch_select: whether a job's own `policy` list is used (APPORTION_ALLOW_INLINE_POLICY);
+    # when not, such a job is rejected, so that only the store's policies decide.
+    allow_inline_policy: bool = True
     # launch_select: failures per account within the last `window_hours`, for jobs that
     # leave `failures` null. Injected by the worker (the Redis failure-history store) so
     # the engine itself stays free of I/O; None means no history is available.
@@ -209,4 +230,12 @@ def run(
     return envelope(status="ok", result=result)
 
 
-__all__ = ["Context", "error_info", "parse_json_text", "run", "validate"]
+__all__ = [
+    "Context",
+    "PolicyLookup",
+    "StoredPolicy",
+    "error_info",
+    "parse_json_text",
+    "run",
+    "validate",
+]

@@ -47,6 +47,10 @@ class EngineSettings(BaseSettings):
     default_policy_file: str | None = Field(
         None, description="YAML file with the default launch policy (config/default_policy.yaml)"
     )
+    # launch_select: whether a job's own `policy` list is used. Off: only the policy store
+    # (and the default policy file) decide, and a job sending a policy list is rejected
+    # (code inline_policy_disabled); `policy: null` (candidates only) is still accepted.
+    allow_inline_policy: bool = True
     # Modules that register job kinds of a deployment's own (apportion.kinds.register),
     # imported when the settings are read: APPORTION_KIND_MODULES='["my.kinds"]'.
     kind_modules: list[str] = Field(default_factory=list)
@@ -83,6 +87,7 @@ def engine_context(settings: EngineSettings, now: datetime | None = None) -> Con
         limits=settings.limits,
         now=now or datetime.now(UTC),
         default_policy=load_default_policy(settings.default_policy_file),
+        allow_inline_policy=settings.allow_inline_policy,
     )
 
 

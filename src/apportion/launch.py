@@ -1,11 +1,19 @@
 """launch_select: allocation candidates, then the administrator's selection policy.
 
-Which policy a job gets:
+Which policy a job gets, first match wins (docs/contract.md, "Which policy decides"):
 
-* ``"policy": null`` — candidates only, no selection (Placement's answer);
-* ``"policy": [...]`` — that stack;
-* no ``policy`` key — the default policy from ``config/default_policy.yaml``
-  (``Context.default_policy``); with no default configured, candidates only.
+1. ``"policy": null`` — candidates only, no selection (Placement's answer);
+2. ``"policy": [...]`` — that stack, where the deployment allows inline policies
+   (``Context.allow_inline_policy``, APPORTION_ALLOW_INLINE_POLICY); where it does not,
+   the job is rejected rather than quietly given another policy;
+3. no ``policy`` key — the policy store (``Context.policy_lookup``, injected by the
+   worker): the current version of the job's ``pool``, else of the global default;
+4. no store (``apportion solve``), or a store with neither — the default policy file
+   (``Context.default_policy``, config/default_policy.yaml); with none, candidates only.
+
+The result's ``policy`` record says which of these decided, and for the store, which
+pool and version. A store that cannot answer raises an InfrastructureError out of the
+engine: the worker retries the job rather than run it with another policy.
 
 Failure counts: the job's ``failures`` map when given; otherwise, when the policy has a
 ``failure_penalty`` module, ``Context.failure_counts`` (the worker's failure-history
@@ -23,24 +31,47 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from apportion.contracts.launch import (
+    NO_POLICY,
     LaunchSelectJob,
     LaunchSelectResult,
+    PolicyRecord,
+    PolicySource,
     Provider,
     launch_result,
 )
-from apportion.contracts.policy import PolicyModule
+from apportion.contracts.policy import DEFAULT_POOL, PolicyModule
 from apportion.engine import Context
+from apportion.errors import Rejected
 from apportion.placement import CandidateSet, check_found, find_candidates
 from apportion.placement.bounded import fit, rechosen
 from apportion.selection import Pool, choose, failure_window_hours, parse_policy
 
 
-def chosen_policy(job: LaunchSelectJob, ctx: Context) -> list[PolicyModule] | None:
+def chosen_policy(
+    job: LaunchSelectJob, ctx: Context
+) -> tuple[list[PolicyModule] | None, PolicyRecord]:
+    """The policy that decides this job and the record saying which (module docstring)."""
     if job.policy_given:
-        return None if job.policy is None else list(job.policy)
+        if job.policy is None:
+            return None, NO_POLICY
+        if not ctx.allow_inline_policy:
+            raise Rejected.at(
+                "policy",
+                "this deployment does not take a policy inside the job "
+                "(APPORTION_ALLOW_INLINE_POLICY=false): leave `policy` out to get the policy "
+                "of the job's `pool` from the policy store, or send null for candidates only",
+                code="inline_policy_disabled",
+            )
+        return list(job.policy), {"source": "inline", "pool": None, "version": None}
+    stored = ctx.policy_lookup(job.pool) if ctx.policy_lookup is not None else None
+    if stored is not None:
+        source: PolicySource = "default" if stored.pool == DEFAULT_POOL else "pool"
+        modules = parse_policy(stored.modules, path=f"policy_store.{stored.pool}.v{stored.version}")
+        return modules, {"source": source, "pool": stored.pool, "version": stored.version}
     if ctx.default_policy is None:
-        return None
-    return parse_policy(ctx.default_policy, path="default_policy")
+        return None, NO_POLICY
+    modules = parse_policy(ctx.default_policy, path="default_policy")
+    return modules, {"source": "file", "pool": None, "version": None}
 
 
 def _failures(
@@ -71,14 +102,18 @@ def pool_of(
 
 
 def solve(job: LaunchSelectJob, ctx: Context) -> LaunchSelectResult:
-    policy = chosen_policy(job, ctx)
+    policy, record = chosen_policy(job, ctx)
     limit = ctx.limits.max_envelope_bytes
     candidates = find_candidates(job, ctx)
     check_found(candidates)  # raises Infeasible when there is no candidate
     if policy is None:
         fitted = fit(candidates, limit)
         return launch_result(
-            fitted.requests, fitted.provider_summaries, None, {**candidates.extra(), **fitted.note}
+            fitted.requests,
+            fitted.provider_summaries,
+            None,
+            {**candidates.extra(), **fitted.note},
+            record,
         )
     accounts = candidates.accounts
     failures, failure_info = _failures(job, policy, accounts, ctx)
@@ -107,6 +142,7 @@ def solve(job: LaunchSelectJob, ctx: Context) -> LaunchSelectResult:
         fitted.provider_summaries,
         rechosen(choice.selection, fitted.chosen),
         {**candidates.extra(), **failure_info, **fitted.note},
+        record,
     )
 
 

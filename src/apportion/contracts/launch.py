@@ -14,7 +14,7 @@ order the engine writes them.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, NotRequired
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import (
     BeforeValidator,
@@ -30,7 +30,7 @@ from pydantic_core import InitErrorDetails
 from typing_extensions import TypedDict  # pydantic's requirement before Python 3.12
 
 from apportion.contracts.base import FiniteFloat, JobBase, WireModel, finite
-from apportion.contracts.policy import PolicyModule
+from apportion.contracts.policy import PolicyModule, PoolName
 
 # As WireModel: unknown keys ignored, no NaN or infinity.
 _WIRE = ConfigDict(extra="ignore", allow_inf_nan=False)
@@ -120,8 +120,14 @@ class LaunchSelectJob(JobBase):
     providers: Annotated[list[Provider], WrapValidator(_as_models)]
     request: str = Field(description="a Placement GET /allocation_candidates query string")
     accounts: dict[str, Account] = Field(default_factory=dict)
-    # Omitted → the default policy from config/; explicit null → candidates only.
+    # Omitted → the pool's policy from the policy store (else the default's, else the
+    # file's); explicit null → candidates only. See apportion.launch for the precedence.
     policy: list[PolicyModule] | None = Field(default=None)
+    pool: PoolName | None = Field(
+        default=None,
+        description="the pool whose policy (in the policy store) decides when the job sends "
+        "no `policy`; omitted: the global default",
+    )
     failures: dict[str, int] | None = None
     exclude_accounts: list[str] = Field(default_factory=list)
     seed: int | None = None
@@ -227,6 +233,30 @@ class LaunchAttempt(TypedDict):
     reason: NotRequired[Annotated[str | None, Field(default=None)]]
 
 
+PolicySource = Literal["pool", "default", "inline", "file", "none"]
+
+
+class PolicyRecord(TypedDict):
+    """Which policy decided: a pool's version in the policy store, the store's default,
+    the job's own, the default policy file, or none (candidates only)."""
+
+    source: Annotated[
+        PolicySource,
+        Field(
+            description="`pool`: the job's pool's own policy; `default`: the store's global "
+            "default; `inline`: the job's `policy`; `file`: the default policy file (no "
+            "store, or no default in it); `none`: no selection"
+        ),
+    ]
+    pool: Annotated[
+        str | None, Field(description="the store's pool whose policy decided (`pool`, `default`)")
+    ]
+    version: Annotated[int | None, Field(description="that pool's version (`pool`, `default`)")]
+
+
+NO_POLICY: PolicyRecord = {"source": "none", "pool": None, "version": None}
+
+
 class LaunchSelectResult(TypedDict):
     allocation_requests: list[AllocationRequest]
     provider_summaries: dict[str, ProviderSummary]
@@ -235,6 +265,7 @@ class LaunchSelectResult(TypedDict):
     # Set only when the worker runs a launcher: every attempt, and whether one succeeded.
     attempts: NotRequired[Annotated[list[LaunchAttempt] | None, Field(default=None)]]
     launched: NotRequired[Annotated[bool | None, Field(default=None)]]
+    policy: NotRequired[Annotated[PolicyRecord | None, Field(default=None)]]
 
 
 def launch_result(
@@ -242,6 +273,7 @@ def launch_result(
     provider_summaries: dict[str, ProviderSummary],
     selection: Selection | None,
     extra: dict[str, Any],
+    policy: PolicyRecord = NO_POLICY,
 ) -> LaunchSelectResult:
     """The engine's result, every key present, in schema order."""
     return {
@@ -251,4 +283,7 @@ def launch_result(
         "extra": extra,
         "attempts": None,
         "launched": None,
+        "policy": PolicyRecord(
+            source=policy["source"], pool=policy["pool"], version=policy["version"]
+        ),
     }

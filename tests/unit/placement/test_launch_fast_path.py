@@ -132,7 +132,7 @@ def plain_summaries(cs: CandidateSet, job: LaunchSelectJob) -> dict[str, Provide
 
 def reference(job: LaunchSelectJob, ctx: Context) -> LaunchSelectResult:
     """The plain pipeline: validated dicts, annotated copies, a validated result."""
-    policy = chosen_policy(job, ctx)
+    policy, record = chosen_policy(job, ctx)
     cs = find_candidates(job, ctx)
     requests = plain_requests(cs) if cs.found else []
     summaries = plain_summaries(cs, job) if cs.found else {}
@@ -141,7 +141,12 @@ def reference(job: LaunchSelectJob, ctx: Context) -> LaunchSelectResult:
         raise AssertionError("no candidates, yet solve did not raise")
     if policy is None:
         return RESULT.validate_python(
-            {"allocation_requests": requests, "provider_summaries": summaries, "extra": cs.extra()}
+            {
+                "allocation_requests": requests,
+                "provider_summaries": summaries,
+                "extra": cs.extra(),
+                "policy": record,
+            }
         )
     accounts = sorted({r["account"] for r in requests if r["account"] is not None})
     failures, failure_info = _failures(job, policy, accounts, ctx)
@@ -162,6 +167,7 @@ def reference(job: LaunchSelectJob, ctx: Context) -> LaunchSelectResult:
             "provider_summaries": summaries,
             "selection": outcome.selection,
             "extra": {**cs.extra(), **failure_info},
+            "policy": record,
         }
     )
 

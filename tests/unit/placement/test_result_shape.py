@@ -81,7 +81,9 @@ def test_a_candidates_only_result_is_its_schema_with_every_key_in_order() -> Non
         "extra",
         "attempts",
         "launched",
+        "policy",
     ]
+    assert result["policy"] == {"source": "none", "pool": None, "version": None}
 
 
 def test_a_selected_result_is_its_schema_with_every_key_in_order() -> None:
@@ -98,3 +100,4 @@ def test_a_selected_result_is_its_schema_with_every_key_in_order() -> None:
     assert keys_in_schema_order(result, validated)
     assert result["selection"]["account"] == "acme"
     assert [step["module"] for step in result["selection"]["trace"]] == ["equal", "cost"]
+    assert result["policy"] == {"source": "inline", "pool": None, "version": None}
