@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "health": "health",
     "events": "events",
     "dead-letters": "dead_letters",
+    "policy": "policy",
     "metrics": "metrics",
     "schema": "schema",
     "explain": "explain",
