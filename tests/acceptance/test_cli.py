@@ -224,6 +224,16 @@ def test_health_refuses_a_queue_no_kind_runs_on() -> None:
     assert "unknown queue" in proc.stderr
 
 
+def test_policy_exits_1_with_a_message_when_redis_is_down() -> None:
+    started = time.monotonic()
+    proc = apportion("policy", "list", env={"APPORTION_REDIS_URL": "redis://:s3cret@127.0.0.1:1/0"})
+
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("apportion policy: cannot use the policy store at redis://:***@")
+    assert "s3cret" not in proc.stderr
+    assert time.monotonic() - started < 20
+
+
 def test_metrics_once_reports_redis_down_and_exits_1() -> None:
     proc = apportion("metrics", "--once", env=UNREACHABLE)
 

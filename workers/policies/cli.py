@@ -87,13 +87,10 @@ def _get(store: PolicyStore, pool: str, version: int | None) -> PolicyVersion:
     found = store.current(pool) if version is None else store.version(pool, version)
     if found is not None:
         return found
-    if version is not None and store.current(pool) is not None:
-        kept = [v.version for v in store.history(pool)]
-        raise CommandFailed(
-            f"pool {pool!r} has no version {version} (kept: {kept[-1]}-{kept[0]})"
-            if kept
-            else f"pool {pool!r} has no version {version}"
-        )
+    kept = store.kept(pool)
+    if version is not None and kept:
+        span = f"{kept[0]}-{kept[-1]}" if len(kept) > 1 else f"{kept[0]}"
+        raise CommandFailed(f"pool {pool!r} has no version {version} (kept: {span})")
     hint = "" if pool == DEFAULT_POOL else f"; its jobs get the {DEFAULT_POOL!r} pool's policy"
     raise CommandFailed(f"pool {pool!r} has no policy in the store{hint}")
 

@@ -36,10 +36,9 @@ from typing import Any
 
 import redis
 
-from apportion.contracts.policy import DEFAULT_POOL
+from apportion.contracts.policy import DEFAULT_POOL, check_pool
 from apportion.errors import Problem, Rejected, StoreUnavailable
 from apportion.limits import DEFAULT_LIMITS, Limits
-from apportion.selection.stored import check_pool, validate_policy
 from apportion.workers.policies.text import policy_yaml
 from apportion.workers.redis.keys import Keys
 
@@ -187,19 +186,21 @@ class PolicyStore:
         raw = self._call(lambda: self._redis.hget(self._keys.policy(pool), f"v:{int(version)}"))
         return None if raw is None else decode(pool, raw)
 
+    def kept(self, pool: str) -> range:
+        """The version numbers kept for ``pool``, oldest first (empty: no policy)."""
+        check_pool(pool)
+        head, low = self._call(lambda: self._redis.hmget(self._keys.policy(pool), ["head", "low"]))
+        return range(0) if head is None else range(int(low or 1), int(head) + 1)
+
     def history(self, pool: str, limit: int | None = None) -> list[PolicyVersion]:
         """The versions kept, newest first (at most ``limit`` of them)."""
-        check_pool(pool)
-        key = self._keys.policy(pool)
-        head_low = self._call(lambda: self._redis.hmget(key, ["head", "low"]))
-        if head_low[0] is None:
-            return []
-        head, low = int(head_low[0]), int(head_low[1] or 1)
+        kept = self.kept(pool)
         if limit is not None:
-            low = max(low, head - limit + 1)
-        wanted = [f"v:{n}" for n in range(head, low - 1, -1)]
-        if not wanted:
+            kept = kept[max(0, len(kept) - limit) :]
+        if not kept:
             return []
+        key = self._keys.policy(pool)
+        wanted = [f"v:{n}" for n in reversed(kept)]
         raws = self._call(lambda: self._redis.hmget(key, wanted))
         # A version trimmed by a save between the two reads is simply not listed.
         return [decode(pool, raw) for raw in raws if raw is not None]
@@ -237,6 +238,10 @@ class PolicyStore:
         check_pool(pool)
         author = _text(author, "author", MAX_AUTHOR, empty=False)
         comment = _text(comment, "comment", MAX_COMMENT, empty=True)
+        # Imported here: the engine's selection package (numpy and all) is needed to save,
+        # not to read (`apportion policy show` starts without it).
+        from apportion.selection.stored import validate_policy
+
         validate_policy(policy, self.limits)
         body = json.dumps(policy, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         size = len(body.encode())

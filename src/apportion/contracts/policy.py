@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from apportion.contracts.base import FiniteFloat, WireModel
+from apportion.errors import Rejected
 
 NonNegative = Annotated[FiniteFloat, Field(ge=0)]
 
@@ -129,6 +130,18 @@ PoolName = Annotated[
         "(not first); `default` is the global default",
     ),
 ]
+
+
+def check_pool(pool: object, path: str = "pool") -> str:
+    """``pool`` when it is a valid pool name, else :class:`Rejected` naming ``path``."""
+    if not isinstance(pool, str) or POOL_NAME.match(pool) is None:
+        shown = repr(pool) if not isinstance(pool, str) or len(pool) <= 60 else "a long name"
+        raise Rejected.at(
+            path,
+            f"{shown} is not a pool name: 1-128 characters, letters, digits and _ . : - "
+            f"(not first; pattern {POOL_NAME_PATTERN})",
+        )
+    return pool
 
 
 def user_loc(loc: Sequence[str | int], error_type: str) -> list[str | int]:

@@ -24,13 +24,7 @@ from pydantic import Field
 
 from apportion import edge, unknown_fields
 from apportion.contracts.base import WireModel
-from apportion.contracts.policy import (
-    DEFAULT_POOL,
-    POOL_NAME,
-    POOL_NAME_PATTERN,
-    ExpressionModule,
-    PolicyModule,
-)
+from apportion.contracts.policy import DEFAULT_POOL, ExpressionModule, PolicyModule, check_pool
 from apportion.errors import Problem, Rejected
 from apportion.limits import DEFAULT_LIMITS, Limits
 from apportion.selection import expression
@@ -41,18 +35,6 @@ class _Document(WireModel):
     """The shape unknown keys are looked for in (the policy as a job would carry it)."""
 
     policy: list[PolicyModule] = Field(default_factory=list)
-
-
-def check_pool(pool: object, path: str = "pool") -> str:
-    """``pool`` when it is a valid pool name, else :class:`Rejected` naming ``path``."""
-    if not isinstance(pool, str) or POOL_NAME.match(pool) is None:
-        shown = repr(pool) if not isinstance(pool, str) or len(pool) <= 60 else "a long name"
-        raise Rejected.at(
-            path,
-            f"{shown} is not a pool name: 1-128 characters, letters, digits and _ . : - "
-            f"(not first; pattern {POOL_NAME_PATTERN})",
-        )
-    return pool
 
 
 def validate_policy(raw: Any, limits: Limits = DEFAULT_LIMITS) -> list[PolicyModule]:
