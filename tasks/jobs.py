@@ -145,7 +145,7 @@ def execute(task: Task, kind: JobKind, job: Any) -> dict[str, Any]:
         envelope = _solve(task, kind, job, rt)
     except SoftTimeLimitExceeded:
         envelope = _time_limit_envelope(kind, job, task.request.id, rt)
-    except InfrastructureError as exc:  # the failure-history store was unreachable
+    except InfrastructureError as exc:  # a store (failure history, policies) could not answer
         raise _retry(task, rt, exc, "solving") from exc
     return publish_or_retry(task, rt, envelope, fingerprint(job))
 
