@@ -32,7 +32,7 @@ from apportion.workers.results.answers import (
     release_soft_limit,
     settle,
 )
-from apportion.workers.runtime import Runtime, get_runtime
+from apportion.workers.runtime import PoliciesRead, Runtime, get_runtime
 
 log = logging.getLogger("apportion.tasks")
 
@@ -123,11 +123,15 @@ def _requeue(reason: str) -> Exception:
 
 
 def _solve(task: Task, kind: JobKind, job: Any, rt: Runtime) -> Envelope:
+    # The policy store is read once per job: a re-run (the launcher's next attempt) uses
+    # the version the first run used, so the attempts and the envelope agree.
+    policies_read: PoliciesRead = {}
+
     def rerun(again: Any, job_id: str | None = None) -> Envelope:
         return run(
             kind.name,
             again,
-            rt.context(),
+            rt.context(policies_read),
             job_id=job_id or task.request.id,
             reraise=(SoftTimeLimitExceeded,),
         )

@@ -31,6 +31,9 @@ from apportion.workers.redis.client import get_redis
 from apportion.workers.redis.keys import Keys
 from apportion.workers.results.publisher import ResultPublisher, StreamPublisher
 
+# What the policy store answered for one job, by the job's pool (see Runtime.context).
+PoliciesRead = dict[str | None, StoredPolicy | None]
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -46,19 +49,29 @@ class Runtime:
     # None: no policy store (the default policy file decides, as in `apportion solve`).
     policies: PolicyStore | None = None
 
-    def context(self) -> Context:
-        """The engine context for one job: the clock read once, the stores injected."""
+    def context(self, policies_read: PoliciesRead | None = None) -> Context:
+        """The engine context for one job: the clock read once, the stores injected.
+
+        ``policies_read``: what the policy store answered earlier for this same job, by
+        pool (filled as it is read). A job the launcher re-runs after a failed launch
+        passes the same dict to every run, so all its attempts use one policy version.
+        """
         now = utcnow()
         history = self.failures
         store = self.policies
+        read = {} if policies_read is None else policies_read
 
         def policy_lookup(pool: str | None) -> StoredPolicy | None:
             # Read for every job that needs it (one round trip, both the pool's and the
             # default's current version), so a saved version decides the next job on
             # every worker; StoreUnavailable fails the job for a retry (docs/operations.md).
             assert store is not None
-            found = store.effective(pool)
-            return None if found is None else StoredPolicy(found.pool, found.version, found.policy)
+            if pool not in read:
+                found = store.effective(pool)
+                read[pool] = (
+                    None if found is None else StoredPolicy(found.pool, found.version, found.policy)
+                )
+            return read[pool]
 
         def failure_counts(accounts: Sequence[str], window_hours: float) -> Mapping[str, int]:
             return history.counts(accounts, window_hours, now)

@@ -180,3 +180,38 @@ def test_history_is_always_the_newest_versions_up_to_the_bound_newest_first(
     assert [v.policy[1]["amount"] for v in history] == [n - 1 for n in expected]
     assert store.kept(pool) == range(expected[-1], saves + 1)
     assert store.pools() == [pool]
+
+
+def test_a_job_the_launcher_reruns_keeps_the_version_its_first_run_read() -> None:
+    from types import SimpleNamespace
+
+    from apportion import kinds
+    from apportion.tasks.jobs import _solve
+    from apportion.workers.launch.launcher import LaunchOutcome
+
+    store = PolicyStore(fakeredis.FakeRedis())
+    store.save("gpu", [{"module": "equal"}], author="a")
+
+    class SavingLauncher:
+        """Every launch fails, and an administrator saves a new version meanwhile."""
+
+        def launch(self, job_id: str, attempt: int, account: str, request: Any) -> LaunchOutcome:
+            store.save("gpu", [{"module": "least_used"}], author="b")
+            return LaunchOutcome(False, "no capacity")
+
+    runtime = Runtime(
+        settings=Settings(launch_attempts=2),
+        publisher=None,  # type: ignore[arg-type]
+        failures=MemoryFailureStore(),
+        launcher=SavingLauncher(),
+        policies=store,
+    )
+    task = SimpleNamespace(request=SimpleNamespace(id="task-1"))
+
+    env = _solve(task, kinds.get("launch_select"), small_job("gpu"), runtime)  # type: ignore[arg-type]
+
+    assert env.result is not None
+    assert [a["ok"] for a in env.result["attempts"]] == [False, False]
+    assert env.result["policy"] == {"source": "pool", "pool": "gpu", "version": 1}
+    assert [s["module"] for s in env.result["selection"]["trace"]] == ["equal"]
+    assert store.current("gpu").version == 3  # type: ignore[union-attr]
