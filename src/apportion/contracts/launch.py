@@ -265,7 +265,16 @@ class LaunchSelectResult(TypedDict):
     # Set only when the worker runs a launcher: every attempt, and whether one succeeded.
     attempts: NotRequired[Annotated[list[LaunchAttempt] | None, Field(default=None)]]
     launched: NotRequired[Annotated[bool | None, Field(default=None)]]
-    policy: NotRequired[Annotated[PolicyRecord | None, Field(default=None)]]
+    policy: NotRequired[
+        Annotated[
+            PolicyRecord | None,
+            Field(
+                default=None,
+                description="which policy decided (docs/contract.md, 'Which policy decides'); "
+                "always set by this version, absent from answers of versions before it",
+            ),
+        ]
+    ]
 
 
 def launch_result(
