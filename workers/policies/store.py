@@ -238,13 +238,13 @@ class PolicyStore:
         check_pool(pool)
         author = _text(author, "author", MAX_AUTHOR, empty=False)
         comment = _text(comment, "comment", MAX_COMMENT, empty=True)
-        # Imported here: the engine's selection package (numpy and all) is needed to save,
-        # not to read (`apportion policy show` starts without it).
-        from apportion.selection.stored import validate_policy
-
-        validate_policy(policy, self.limits)
-        body = json.dumps(policy, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        size = len(body.encode())
+        # The size first: it bounds what validation then walks. Data that is not JSON
+        # (NaN, a set, nesting deeper than Python recurses) is left for validation to name.
+        try:
+            body = json.dumps(policy, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+            size = len(body.encode())
+        except (ValueError, TypeError, RecursionError):
+            size = 0
         if size > self.max_bytes:
             raise Rejected(
                 f"policy: {size} bytes of JSON exceed the limit of {self.max_bytes} "
@@ -252,6 +252,11 @@ class PolicyStore:
                 [Problem("policy", f"{size} bytes exceed the limit of {self.max_bytes}")],
                 code="too_large",
             )
+        # Imported here: the engine's selection package (numpy and all) is needed to save,
+        # not to read (`apportion policy show` starts without it).
+        from apportion.selection.stored import validate_policy
+
+        validate_policy(policy, self.limits)
         tail = json.dumps(
             {"policy": policy, "author": author, "comment": comment, "saved_at": time.time()},
             ensure_ascii=False,

@@ -280,3 +280,16 @@ def test_keys_follow_the_configured_prefix() -> None:
     PolicyStore(client, Keys("tenant-a")).save("gpu", EQUAL, author="a")
 
     assert sorted(client.keys()) == [b"tenant-a:policy-pools", b"tenant-a:policy:gpu"]
+
+
+def test_a_policy_nested_without_end_is_rejected_naming_where_not_crashing() -> None:
+    deep: Any = "x"
+    for _ in range(5000):
+        deep = [deep]
+    store = PolicyStore(fakeredis.FakeRedis())
+
+    with pytest.raises(Rejected) as caught:
+        store.save("gpu", [{"module": "equal", "deep": deep}], author="a")
+
+    assert caught.value.code == "too_deep"
+    assert caught.value.problems[0].path.startswith("policy[0].deep")
