@@ -74,7 +74,7 @@ def chosen_policy(
     return modules, {"source": "file", "pool": None, "version": None}
 
 
-def _failures(
+def failure_counts(
     job: LaunchSelectJob, policy: Sequence[PolicyModule], accounts: Sequence[str], ctx: Context
 ) -> tuple[Mapping[str, int], dict[str, Any]]:
     """The failure counts the policy uses; ``accounts``: each candidate's (repeats and all)."""
@@ -116,7 +116,7 @@ def solve(job: LaunchSelectJob, ctx: Context) -> LaunchSelectResult:
             record,
         )
     accounts = candidates.accounts
-    failures, failure_info = _failures(job, policy, accounts, ctx)
+    failures, failure_info = failure_counts(job, policy, accounts, ctx)
     choice = choose(
         pool_of(candidates, job.providers, accounts),
         job.accounts,
@@ -146,4 +146,4 @@ def solve(job: LaunchSelectJob, ctx: Context) -> LaunchSelectResult:
     )
 
 
-__all__ = ["chosen_policy", "pool_of", "solve"]
+__all__ = ["chosen_policy", "failure_counts", "pool_of", "solve"]

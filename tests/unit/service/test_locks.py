@@ -35,7 +35,7 @@ def requirements(*extras: str) -> list[Requirement]:
 
 @pytest.mark.parametrize(
     ("lock", "extras"),
-    [("runtime.lock", ("flower",)), ("dev.lock", tuple(PROJECT["optional-dependencies"]))],
+    [("runtime.lock", ("flower", "studio")), ("dev.lock", tuple(PROJECT["optional-dependencies"]))],
 )
 def test_every_dependency_is_pinned_within_its_range(lock: str, extras: tuple[str, ...]) -> None:
     pinned = pins(lock)
