@@ -85,6 +85,10 @@ class Settings(EngineSettings):
     launcher: str = "none"
     simulated_failure_rates: dict[str, float] = Field(default_factory=dict)
     launch_attempts: int = Field(3, ge=1, le=20)
+    # The newest launch_select jobs kept for the policy studio to offer (0: none kept),
+    # each at most recent_job_max_bytes of JSON (workers/studio/recent.py).
+    recent_jobs: int = Field(20, ge=0, le=1000)
+    recent_job_max_bytes: int = Field(1024 * 1024, gt=0)
 
     # The policy store (workers/policies/): the newest versions kept per pool (older ones
     # are deleted as new ones are saved) and the largest policy accepted, as JSON.

@@ -34,7 +34,14 @@ def launcher(envelope: Envelope, job: Any, rt: Runtime, rerun: Rerun) -> Envelop
     )
 
 
-HOOKS: dict[str, Hook] = {"launcher": launcher}
+def remember(envelope: Envelope, job: Any, rt: Runtime, rerun: Rerun) -> Envelope:
+    """Keep an answered job for the policy studio to offer (workers/studio/recent.py)."""
+    if rt.recent is not None and envelope.status == "ok":
+        rt.recent.remember(job)
+    return envelope
+
+
+HOOKS: dict[str, Hook] = {"launcher": launcher, "remember": remember}
 
 
 def hooks_for(names: tuple[str, ...]) -> tuple[Hook, ...]:

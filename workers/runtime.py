@@ -30,6 +30,7 @@ from apportion.workers.policies.store import PolicyStore
 from apportion.workers.redis.client import get_redis
 from apportion.workers.redis.keys import Keys
 from apportion.workers.results.publisher import ResultPublisher, StreamPublisher
+from apportion.workers.studio.recent import RecentJobs
 
 # What the policy store answered for one job, by the job's pool (see Runtime.context).
 PoliciesRead = dict[str | None, StoredPolicy | None]
@@ -48,6 +49,8 @@ class Runtime:
     launcher: Launcher | None = None
     # None: no policy store (the default policy file decides, as in `apportion solve`).
     policies: PolicyStore | None = None
+    # The studio's record of recent launch_select jobs (None: not kept).
+    recent: RecentJobs | None = None
 
     def context(self, policies_read: PoliciesRead | None = None) -> Context:
         """The engine context for one job: the clock read once, the stores injected.
@@ -118,6 +121,15 @@ def build_runtime(settings: Settings) -> Runtime:
         keys=keys,
         launcher=make_launcher(settings),
         policies=policy_store(settings, client),
+        recent=RecentJobs(
+            client,
+            keys,
+            keep=settings.recent_jobs,
+            max_bytes=settings.recent_job_max_bytes,
+            ttl_seconds=settings.stream_max_age,
+        )
+        if settings.recent_jobs
+        else None,
     )
 
 

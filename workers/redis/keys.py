@@ -72,3 +72,7 @@ class Keys:
     def policy_pools(self) -> str:
         """Set of the pools that have a policy in the store."""
         return f"{self.prefix}:policy-pools"
+
+    def recent_jobs(self, kind: str) -> str:
+        """List of the newest jobs of ``kind`` as sent (workers/studio/recent.py)."""
+        return f"{self.prefix}:recent-jobs:{kind}"

@@ -21,23 +21,28 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import MutableHeaders
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apportion.codec import encode
+from apportion.contracts.policy import DEFAULT_POOL
 from apportion.engine import error_info
 from apportion.errors import DomainError, Rejected
 from apportion.limits import Limits
+from apportion.workers.policies.store import PolicyStore, PolicyVersion
 from apportion.workers.studio import deployable as dep
 from apportion.workers.studio.guard import Guard
 
 STATIC = Path(__file__).resolve().parent / "static"
-DEFAULT_POOL = "default"
 
 # Served with every response: the page loads only its own files (no CDN, no inline
 # script), is never framed by another site, and leaks no URL to others.
@@ -50,32 +55,6 @@ SECURITY_HEADERS = {
     "x-frame-options": "DENY",
     "cache-control": "no-store",
 }
-
-
-class PolicyVersionLike(Protocol):
-    @property
-    def pool(self) -> str: ...
-    @property
-    def version(self) -> int: ...
-    @property
-    def policy(self) -> list[dict[str, Any]]: ...
-    @property
-    def author(self) -> str: ...
-    @property
-    def comment(self) -> str: ...
-    @property
-    def saved_at(self) -> float: ...
-
-
-class PolicyStoreLike(Protocol):
-    """What the studio uses of apportion.workers.policies.store.PolicyStore."""
-
-    def pools(self) -> list[str]: ...
-    def effective(self, pool: str | None) -> PolicyVersionLike | None: ...
-    def history(self, pool: str) -> Sequence[PolicyVersionLike]: ...
-    def save(
-        self, pool: str, policy: list[dict[str, Any]], *, author: str, comment: str = ""
-    ) -> PolicyVersionLike: ...
 
 
 @dataclass(frozen=True)
@@ -107,7 +86,7 @@ class StudioConfig:
 @dataclass
 class Studio:
     config: StudioConfig
-    store: PolicyStoreLike
+    store: PolicyStore
     _deployables: OrderedDict[str, dep.Deployable] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -128,7 +107,7 @@ class Studio:
                 digest = _digest(encode(job))
                 job_id = job.get("job_id") if isinstance(job, dict) else None
                 label = f"recent: {job_id or digest[:12]}"
-                out.append(Offer(f"recent:{digest}", label, "recent", lambda job=job: job))
+                out.append(Offer(f"recent:{digest}", label, "recent", _constant(job)))
         return out
 
     def deployable(self, ident: str) -> dep.Deployable:
@@ -166,6 +145,10 @@ class Studio:
             dep.load(payload, ident=ident, label=label, source="upload", limits=self.config.limits)
         )
 
+    def uploads(self) -> list[dep.Deployable]:
+        with self._lock:
+            return [d for d in self._deployables.values() if d.source == "upload"]
+
     def _keep(self, deployable: dep.Deployable) -> dep.Deployable:
         with self._lock:
             self._deployables[deployable.id] = deployable
@@ -195,19 +178,16 @@ class Studio:
         return {"pool": pool, "current": current, "history": history}
 
 
-def _version(v: PolicyVersionLike) -> dict[str, Any]:
-    return {
-        "pool": v.pool,
-        "version": v.version,
-        "policy": v.policy,
-        "author": v.author,
-        "comment": v.comment,
-        "saved_at": v.saved_at,
-    }
+def _version(v: PolicyVersion) -> dict[str, Any]:
+    return v.as_dict()
 
 
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:24]
+
+
+def _constant(job: Any) -> Callable[[], Any]:
+    return lambda: job
 
 
 def _reader(path: Path) -> Callable[[], Any]:
@@ -286,6 +266,27 @@ def _text(data: Mapping[str, Any], key: str, *, limit: int, required: bool = Tru
     return value
 
 
+class _SecurityHeaders:
+    """Adds SECURITY_HEADERS to every response (an ASGI middleware)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    headers.setdefault(name, value)
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
 def create_app(studio: Studio) -> Starlette:
     config = studio.config
     guard = Guard(config.token, config.loopback_only)
@@ -306,8 +307,6 @@ def create_app(studio: Studio) -> Starlette:
                     if isinstance(raw, Response):
                         return raw
                     data = _object(raw, config.limits)
-                from starlette.concurrency import run_in_threadpool
-
                 result = await run_in_threadpool(handler, request, data)
             except DomainError as exc:
                 return _problem(exc)
@@ -324,9 +323,7 @@ def create_app(studio: Studio) -> Starlette:
                 {"id": o.id, "label": o.label, "source": o.source} for o in studio.offers()
             ],
             "loaded": [
-                {"id": d.id, "label": d.label, "source": d.source}
-                for d in list(studio._deployables.values())
-                if d.source == "upload"
+                {"id": d.id, "label": d.label, "source": d.source} for d in studio.uploads()
             ],
             "max_upload_bytes": config.max_upload_bytes,
             "max_launches": config.max_launches,
@@ -384,8 +381,6 @@ def create_app(studio: Studio) -> Starlette:
         if isinstance(raw, Response):
             return raw
         name = request.query_params.get("name", "")[:200]
-        from starlette.concurrency import run_in_threadpool
-
         try:
             found = await run_in_threadpool(studio.upload, raw, name)
         except DomainError as exc:
@@ -396,6 +391,7 @@ def create_app(studio: Studio) -> Starlette:
         return FileResponse(STATIC / "index.html", media_type="text/html")
 
     app = Starlette(
+        middleware=[Middleware(_SecurityHeaders)],
         routes=[
             Route("/", index),
             Route("/api/state", api(state, post=False)),
@@ -406,15 +402,8 @@ def create_app(studio: Studio) -> Starlette:
             Route("/api/simulate", api(simulate), methods=["POST"]),
             Route("/api/save", api(save), methods=["POST"]),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
-        ]
+        ],
     )
-
-    @app.middleware("http")
-    async def headers(request: Request, call_next: Any) -> Response:
-        response: Response = await call_next(request)
-        for name, value in SECURITY_HEADERS.items():
-            response.headers.setdefault(name, value)
-        return response
 
     return app
 

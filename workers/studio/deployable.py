@@ -24,11 +24,11 @@ from typing import Any, cast
 
 from apportion.contracts.launch import LaunchSelectJob
 from apportion.engine import Context, validate
-from apportion.errors import Rejected
 from apportion.launch import failure_counts, pool_of
 from apportion.limits import Limits
 from apportion.placement import check_found, find_candidates
-from apportion.selection import Pool, choose, dice, parse_policy
+from apportion.selection import Pool, choose, dice
+from apportion.selection.stored import validate_policy
 
 # (accounts, window_hours) -> failures per account in the window (the worker's store)
 FailureCounts = Callable[[Sequence[str], float], Mapping[str, int]]
@@ -135,7 +135,7 @@ def _no_chance(deployable: Deployable, trace: Sequence[Mapping[str, Any]]) -> li
 
 def evaluate(
     deployable: Deployable,
-    raw_policy: Sequence[Mapping[str, Any]],
+    raw_policy: Any,
     *,
     limits: Limits,
     failures: FailureCounts | None = None,
@@ -148,9 +148,9 @@ def evaluate(
     account the job's own seed would pick. Raises :class:`Rejected` for a policy the
     engine refuses (naming ``policy[i].field``), including a hostile expression.
     """
-    if not isinstance(raw_policy, list):
-        raise Rejected.at("policy", "a policy is a list of modules")
-    policy = parse_policy(raw_policy)
+    # As the store checks a policy on save (unknown keys, yaql syntax, limits): what
+    # evaluates here can be saved.
+    policy = validate_policy(raw_policy, limits)
     ctx = Context(limits=limits, now=now or datetime.now(UTC), failure_counts=failures)
     job = deployable.job
     with deployable.lock:

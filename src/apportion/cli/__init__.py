@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "schema": "schema",
     "explain": "explain",
     "demo": "demo",
+    "studio": "studio",
 }
 
 

@@ -51,7 +51,7 @@ LAUNCH_SELECT = JobKind(
     queue="launch",
     soft_time_limit=30,
     time_limit=45,
-    hooks=("launcher",),
+    hooks=("launcher", "remember"),
     explain="apportion.explain:explain_launch_select",
     demo_jobs="apportion.workers.demo.jobs:LAUNCH_JOBS",
 )
