@@ -400,9 +400,11 @@
   async function loadPolicy() {
     const answer = await api("/api/policy", undefined, { query: "?pool=" + encodeURIComponent(S.pool) });
     const current = answer.current;
-    $("policy-source").textContent = current
-      ? `${current.pool === S.pool ? "" : "inherited from "}${current.pool} v${current.version}`
-      : "(no policy anywhere yet)";
+    $("policy-source").textContent = !current
+      ? "(no policy anywhere yet)"
+      : current.version === 0
+        ? "the worker's config/default_policy.yaml (no version saved yet)"
+        : `${current.pool === S.pool ? "" : "inherited from "}${current.pool} v${current.version}`;
     setStack(current ? current.policy : [{ module: "equal" }]);
     const history = $("history");
     history.replaceChildren();
