@@ -9,9 +9,9 @@ from pathlib import Path
 from apportion.config.settings import Settings
 from apportion.engine_settings import load_default_policy
 from apportion.workers.history.failure_store import FailureStore
-from apportion.workers.policies.store import PolicyStore
 from apportion.workers.redis.client import get_redis
 from apportion.workers.redis.keys import Keys
+from apportion.workers.runtime import policy_store
 from apportion.workers.studio.app import Studio, StudioConfig, create_app
 from apportion.workers.studio.guard import check_bind, is_loopback
 from apportion.workers.studio.recent import RecentJobs
@@ -61,7 +61,7 @@ def build_studio(
         recent_jobs=recent.jobs,
         failures=failure_counts,
     )
-    return Studio(config, PolicyStore(client, keys, limits=settings.limits))
+    return Studio(config, policy_store(settings, client))
 
 
 def serve(studio: Studio, host: str, port: int) -> None:
