@@ -412,9 +412,11 @@ def test_binding_beyond_loopback_needs_a_long_token() -> None:
 def test_the_page_loads_nothing_from_outside_the_package(client: TestClient) -> None:
     page = client.get("/")
     assert page.status_code == 200
-    assert "http://" not in page.text and "https://" not in page.text
+    assert "http://" not in page.text
+    assert "https://" not in page.text
     csp = page.headers["content-security-policy"]
-    assert "default-src 'self'" in csp and "script-src 'self'" in csp
+    assert "default-src 'self'" in csp
+    assert "script-src 'self'" in csp
     static = Path(__file__).resolve().parents[3] / "workers/studio/static"
     for name in ("chart.umd.min.js", "studio.js", "studio.css"):
         assert client.get(f"/static/{name}").status_code == 200
