@@ -289,7 +289,8 @@
       draw(result);
       const drawn = performance.now();
       if (inputAt !== null) {
-        timing.last = { total_ms: drawn - inputAt, server_ms: answered - sent, draw_ms: drawn - answered };
+        timing.last = Object.assign(
+          { total_ms: drawn - inputAt, server_ms: answered - sent, draw_ms: drawn - answered }, S.drawParts);
         timing.history.push(timing.last);
         if (timing.history.length > 200) timing.history.shift();
         status(`evaluated in ${Math.round(drawn - inputAt)} ms`);
@@ -305,23 +306,38 @@
     }
   }
 
+  const colours = new Map();
   function colour(name) {
-    let h = 2166136261;
-    for (let i = 0; i < name.length; i++) { h ^= name.charCodeAt(i); h = Math.imul(h, 16777619); }
-    return `hsl(${(h >>> 0) % 360}, ${55 + ((h >>> 9) % 30)}%, ${45 + ((h >>> 17) % 20)}%)`;
+    let c = colours.get(name);
+    if (c === undefined) {
+      let h = 2166136261;
+      for (let i = 0; i < name.length; i++) { h ^= name.charCodeAt(i); h = Math.imul(h, 16777619); }
+      c = `hsl(${(h >>> 0) % 360}, ${55 + ((h >>> 9) % 30)}%, ${45 + ((h >>> 17) % 20)}%)`;
+      colours.set(name, c);
+    }
+    return c;
   }
+
+  const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
+  // Renormalising a group whose members did not change can move its shares in the last
+  // bits only; such a pie is not redrawn.
+  const close = (a, b) => a.length === b.length && a.every((x, i) => Math.abs(x - b[i]) <= 1e-12);
 
   const pct = (p) => (100 * p).toFixed(p > 0 && p < 0.001 ? 3 : 1) + "%";
 
   function draw(result) {
+    const t0 = performance.now();
     drawPies(result.groups);
+    const t1 = performance.now();
     const chosen = result.chosen_account ? ` · the job's seed picks ${result.chosen_account}` : "";
     $("summary").textContent = `${S.deployable.label}: ${S.deployable.candidates} candidates, ${S.deployable.accounts.length} accounts, ${result.groups.length} priority group(s)${chosen}`;
     const none = $("no-chance");
     none.replaceChildren();
     for (const n of result.no_chance) none.append(el("li", {}, el("b", {}, n.account), " — " + n.why));
     if (!result.no_chance.length) none.append(el("li", { class: "muted" }, "every account keeps a chance"));
+    const t2 = performance.now();
     drawTrace();
+    S.drawParts = { pies_ms: t1 - t0, lists_ms: t2 - t1, trace_ms: performance.now() - t2 };
   }
 
   function drawPies(groups) {
@@ -339,7 +355,7 @@
         box.append(el("div", { class: "pie" }, el("h3", {}, title), canvas, table));
         chart = new Chart(canvas, {
           type: "pie",
-          data: { labels: names, datasets: [{ data: values, backgroundColor: names.map(colour), borderWidth: 1 }] },
+          data: { labels: names, datasets: [{ data: values, backgroundColor: names.map(colour), borderWidth: names.length > 50 ? 0 : 1 }] },
           options: {
             animation: false,
             responsive: false,
@@ -350,10 +366,14 @@
           },
         });
         S.charts[g] = chart;
+      } else if (same(chart.data.labels, names) && close(chart.data.datasets[0].data, values)) {
+        return; // this group did not change: most changes move one group's pie only
       } else {
-        chart.data.labels = names;
+        if (!same(chart.data.labels, names)) {
+          chart.data.labels = names;
+          chart.data.datasets[0].backgroundColor = names.map(colour);
+        }
         chart.data.datasets[0].data = values;
-        chart.data.datasets[0].backgroundColor = names.map(colour);
         chart.update("none");
         box.children[g].querySelector("h3").textContent = title;
       }

@@ -1,0 +1,250 @@
+"""The policy studio driven in a real browser (Debian's chromium, through Selenium).
+
+One studio server (uvicorn, in a thread of this process) on the test redis-server, one
+headless browser for the module, and one real Celery worker for the save test.
+scripts/ensure-browser installs chromium and chromium-driver (scripts/test calls it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from celery import Celery
+
+from apportion.config.settings import Settings
+from apportion.workers.studio.app import create_app
+from apportion.workers.studio.serve import build_studio
+from tests.conftest import EXAMPLES, REQUIRE_REDIS, load_example
+from tests.support.processes import RedisServer, Worker, free_port, wait_until
+from tests.support.studio import many_accounts_job
+
+pytestmark = [pytest.mark.redis, pytest.mark.browser]
+
+REPO = Path(__file__).resolve().parents[2]
+SCREENSHOT = REPO / "docs" / "img" / "studio.png"
+EXAMPLE = "example:launch_select.json"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+
+@pytest.fixture(scope="module")
+def studio_url(redis_server: RedisServer) -> Iterator[str]:
+    import uvicorn
+
+    studio = build_studio(
+        Settings(redis_url=redis_server.url),
+        host="127.0.0.1",
+        token=None,
+        examples=EXAMPLES,
+        max_upload_bytes=8 * 1024 * 1024,
+    )
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(studio), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_until(lambda: server.started, 20, what="studio server started")
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+        if REQUIRE_REDIS:
+            pytest.fail("chromium and chromium-driver are missing: run scripts/ensure-browser")
+        pytest.skip("chromium and chromium-driver are not installed (scripts/ensure-browser)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = CHROMIUM
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+    ):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_script_timeout(30)
+    yield driver
+    driver.quit()
+
+
+def open_studio(browser: Any, url: str, deployable: str | None = None) -> None:
+    browser.get(url + "/" + (f"?deployable={deployable}" if deployable else ""))
+    wait_until(lambda: browser.execute_script("return document.body.dataset.ready === '1'"), 20)
+    if deployable:
+        wait_until(lambda: rendered(browser) and pies(browser), 20, what="first evaluation")
+
+
+def rendered(browser: Any) -> bool:
+    return bool(
+        browser.execute_script(
+            "const s = window.studio; return s.timing.renders > 0 && !s.state.inflight "
+            "&& !s.state.pending"
+        )
+    )
+
+
+def pies(browser: Any) -> list[dict[str, float]]:
+    """What each pie on the page draws: account -> share, read from Chart.js itself."""
+    drawn: list[dict[str, float]] = browser.execute_script(
+        "return [...document.querySelectorAll('#pies canvas')].map((c) => {"
+        "  const chart = Chart.getChart(c);"
+        "  return Object.fromEntries(chart.data.labels.map((l, i) => "
+        "    [l, chart.data.datasets[0].data[i]]));"
+        "});"
+    )
+    return drawn
+
+
+# Changes one control the way a person does (an input event), then waits for the page to
+# draw the engine's answer; returns the page's own timing of that change.
+CHANGE = """
+const [selector, value, done] = arguments;
+const control = document.querySelector(selector);
+const state = window.studio.state;
+function settled() {
+  if (state.inflight || state.pending) return;
+  document.removeEventListener("studio:rendered", settled);
+  done(window.studio.timing.last);
+}
+document.addEventListener("studio:rendered", settled);
+if (control.type === "checkbox") { control.click(); }
+else { control.value = String(value); control.dispatchEvent(new Event("input", {bubbles: true})); }
+"""
+
+
+def change(browser: Any, selector: str, value: Any = None) -> dict[str, Any]:
+    timing: dict[str, Any] = browser.execute_async_script(CHANGE, selector, value)
+    return timing
+
+
+def trace(browser: Any) -> dict[str, list[str]]:
+    """The trace table: header -> the column's cells, by row (account first)."""
+    table: dict[str, list[str]] = browser.execute_script(
+        "const t = document.getElementById('trace-table');"
+        "const heads = [...t.tHead.rows[0].cells].map((c) => c.textContent);"
+        "const rows = [...t.tBodies[0].rows].map((r) => [...r.cells].map((c) => c.textContent));"
+        "return Object.fromEntries(rows.map((r) => [r[0], r.slice(1)])).constructor === Object"
+        "  ? {heads: heads, ...Object.fromEntries(rows.map((r) => [r[0], r.slice(1)]))} : {};"
+    )
+    return table
+
+
+def test_moving_a_weight_slider_redraws_the_pie_within_100_ms(
+    browser: Any, studio_url: str, tmp_path: Path
+) -> None:
+    open_studio(browser, studio_url)
+    job = tmp_path / "thousand-accounts.json"
+    job.write_text(json.dumps(many_accounts_job(1_000, 4)))
+    browser.find_element("id", "upload").send_keys(str(job))
+    wait_until(
+        lambda: (
+            browser.execute_script(
+                "const d = window.studio.state.deployable; return d && d.candidates === 4000"
+            )
+            and rendered(browser)
+        ),
+        60,
+        what="the 1,000-account job evaluated",
+    )
+    # Priority 2 accounts (acct0002, acct0005, ...) are the first group's.
+    before = pies(browser)[0]["acct0002"]
+    slider = 'input[data-account="acct0002"]'
+
+    timings = [change(browser, slider, weight) for weight in (4, 6, 8, 9, 10, 7)]
+
+    after = pies(browser)[0]["acct0002"]
+    assert len(pies(browser)[0]) == 333  # the accounts of priority 2, each in the pie
+    assert after > before
+    assert all("error" not in t for t in timings)
+    totals = [t["total_ms"] for t in timings]
+    # From the input event to the redrawn pie, as the page measures it (server + draw).
+    print("input to redrawn pie (ms):", [{k: round(v) for k, v in t.items()} for t in timings])
+    assert statistics.median(totals) < 100, timings
+
+
+def test_switching_off_failure_penalty_changes_the_trace(browser: Any, studio_url: str) -> None:
+    open_studio(browser, studio_url, EXAMPLE)
+    shown = trace(browser)
+    assert shown["heads"] == [
+        "account",
+        "0. equal",
+        "1. weights",
+        "2. failure_penalty",
+        "3. priority",
+    ]
+    assert shown["vsphere-a"][-1] == "61.5% g0"
+
+    change(browser, '.module[data-module="failure_penalty"] input[data-role="toggle"]')
+
+    shown = trace(browser)
+    assert shown["heads"] == ["account", "0. equal", "1. weights", "2. priority"]
+    assert shown["vsphere-a"] == ["33.3% g0", "50.0% g0", "66.7% g0"]
+    assert pies(browser)[0] == pytest.approx({"vsphere-a": 2 / 3, "vsphere-b": 1 / 3})
+
+
+def test_saving_makes_the_next_job_of_the_pool_report_the_new_version(
+    browser: Any, studio_url: str, worker: Worker, producer: Celery, tmp_path: Path
+) -> None:
+    open_studio(browser, studio_url, EXAMPLE)
+    browser.find_element("id", "new-pool").send_keys("gpu-studio")
+    browser.find_element("id", "add-pool").click()
+    wait_until(lambda: rendered(browser), 20)
+    change(browser, '.module[data-module="failure_penalty"] input[data-role="toggle"]')
+    browser.find_element("id", "author").send_keys("ana")
+    browser.find_element("id", "comment").send_keys("no failure penalty for gpu")
+    job = {k: v for k, v in load_example("launch_select.json").items() if k != "policy"}
+    job["pool"] = "gpu-studio"
+
+    def save(version: int) -> dict[str, Any]:
+        browser.find_element("id", "save").click()
+        wait_until(
+            lambda: (
+                browser.find_element("id", "save-status").text
+                == f"saved gpu-studio version {version}"
+            ),
+            20,
+            what=f"version {version} saved",
+        )
+        envelope: dict[str, Any] = producer.send_task(
+            "apportion.launch_select", args=[{**job, "job_id": f"studio-save-{version}"}]
+        ).get(timeout=60)
+        assert envelope["status"] == "ok", envelope
+        return envelope["result"]
+
+    first = save(1)
+    assert first["policy"] == {"source": "pool", "pool": "gpu-studio", "version": 1}
+    assert [s["module"] for s in first["selection"]["trace"]] == ["equal", "weights", "priority"]
+    # The worker's numbers are the ones the page drew.
+    assert first["selection"]["groups"][0]["probabilities"] == pytest.approx(pies(browser)[0])
+
+    change(browser, 'input[data-account="vsphere-b"]', 4)
+    second = save(2)
+    assert second["policy"] == {"source": "pool", "pool": "gpu-studio", "version": 2}
+    assert second["selection"]["groups"][0]["probabilities"] == pytest.approx(
+        {"vsphere-a": 1 / 3, "vsphere-b": 2 / 3}
+    )
+    assert browser.find_element("id", "policy-source").text == "gpu-studio v2"
+
+    shot = tmp_path / "studio.png"
+    browser.execute_script("window.scrollTo(0, 0)")
+    assert browser.save_screenshot(str(shot))
+    assert shot.stat().st_size > 20_000
+    if os.environ.get("APPORTION_UPDATE_SCREENSHOTS") or not SCREENSHOT.exists():
+        SCREENSHOT.write_bytes(shot.read_bytes())
