@@ -242,6 +242,16 @@ def test_saving_makes_the_next_job_of_the_pool_report_the_new_version(
     )
     assert browser.find_element("id", "policy-source").text == "gpu-studio v2"
 
+    # The picture in the README: this pool's studio, with 1,000 launches simulated.
+    browser.find_element("id", "simulate").click()
+    wait_until(lambda: browser.find_elements("id", "simulation-table"), 20, what="simulation")
+    rows = browser.execute_script(
+        "return [...document.querySelectorAll('#simulation-table tbody tr')]"
+        ".map((r) => [...r.cells].map((c) => c.textContent));"
+    )
+    assert [r[0] for r in rows] == ["vsphere-b", "vsphere-a"]
+    assert sum(int(r[1]) for r in rows) == 1000
+    assert [r[3] for r in rows] == ["66.7%", "33.3%"]
     shot = tmp_path / "studio.png"
     browser.execute_script("window.scrollTo(0, 0)")
     assert browser.save_screenshot(str(shot))

@@ -355,7 +355,7 @@
         box.append(el("div", { class: "pie" }, el("h3", {}, title), canvas, table));
         chart = new Chart(canvas, {
           type: "pie",
-          data: { labels: names, datasets: [{ data: values, backgroundColor: names.map(colour), borderWidth: names.length > 50 ? 0 : 1 }] },
+          data: { labels: names, datasets: [{ data: values, backgroundColor: names.map(colour), borderWidth: names.length > 50 || names.length === 1 ? 0 : 1 }] },
           options: {
             animation: false,
             responsive: false,
@@ -532,6 +532,7 @@
       const name = $("new-pool").value.trim();
       if (!name) return;
       S.pool = name;
+      $("new-pool").value = "";
       $("pool").append(el("option", { value: name }, name));
       $("pool").value = name;
       await loadPolicy();
