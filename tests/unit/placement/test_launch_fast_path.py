@@ -25,7 +25,7 @@ from apportion.contracts.launch import (
 )
 from apportion.engine import Context, run
 from apportion.errors import DomainError
-from apportion.launch import _failures, chosen_policy, solve
+from apportion.launch import chosen_policy, failure_counts, solve
 from apportion.placement import CandidateSet, find_candidates
 from apportion.selection import apply_policy
 from apportion.selection.facts import request_costs
@@ -149,7 +149,7 @@ def reference(job: LaunchSelectJob, ctx: Context) -> LaunchSelectResult:
             }
         )
     accounts = sorted({r["account"] for r in requests if r["account"] is not None})
-    failures, failure_info = _failures(job, policy, accounts, ctx)
+    failures, failure_info = failure_counts(job, policy, accounts, ctx)
     outcome = apply_policy(
         requests,
         {p["uuid"]: p for p in job.providers},
