@@ -12,6 +12,7 @@ import os
 import shutil
 import statistics
 import threading
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -241,6 +242,10 @@ def test_saving_makes_the_next_job_of_the_pool_report_the_new_version(
         {"vsphere-a": 1 / 3, "vsphere-b": 2 / 3}
     )
     assert browser.find_element("id", "policy-source").text == "gpu-studio v2"
+    # The worker kept both jobs for the studio to offer, newest first.
+    with urllib.request.urlopen(f"{studio_url}/api/state") as response:
+        offered = [d for d in json.load(response)["deployables"] if d["source"] == "recent"]
+    assert [d["label"] for d in offered[:2]] == ["recent: studio-save-2", "recent: studio-save-1"]
 
     # The picture in the README: this pool's studio, with 1,000 launches simulated.
     browser.find_element("id", "simulate").click()
