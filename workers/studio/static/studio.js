@@ -121,6 +121,7 @@
   }
 
   function slider(label, value, min, max, step, onInput, id) {
+    max = Math.max(max, value); // a saved value beyond the usual range stays reachable
     const out = el("output", {}, fmt(value));
     const input = el("input", { type: "range", min: String(min), max: String(max), step: String(step) });
     input.value = String(value);
@@ -208,6 +209,7 @@
     const wrap = el("div", {});
     const accounts = S.deployable ? S.deployable.accounts : [];
     const own = S.deployable ? S.deployable.account_settings : {};
+    const top = Math.max(10, ...Object.values(own).map((a) => 2 * a.weight));
     const filter = el("input", { placeholder: `filter ${accounts.length} accounts`, size: "18" });
     const list = el("div", { class: "weights" });
     const reset = el("button", { type: "button", onclick: () => { m.weights = null; renderStack(); changed(); } }, "use accounts' weights");
@@ -217,7 +219,7 @@
       const shown = accounts.filter((a) => !needle || a.toLowerCase().includes(needle));
       for (const a of shown.slice(0, SHOWN_ACCOUNTS)) {
         const base = m.weights && a in m.weights ? m.weights[a] : (own[a] ? own[a].weight : 1);
-        const row = slider(a, base, 0, 10, 0.1, (v) => {
+        const row = slider(a, base, 0, top, 0.1, (v) => {
           m.weights = Object.assign({}, m.weights || {}, { [a]: v });
           changed();
         });
