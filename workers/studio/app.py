@@ -35,8 +35,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apportion.codec import encode
 from apportion.contracts.policy import DEFAULT_POOL
-from apportion.engine import error_info
-from apportion.errors import DomainError, Rejected
+from apportion.engine import error_info, parse_json_text
+from apportion.errors import DomainError, InfrastructureError, Rejected
 from apportion.limits import Limits
 from apportion.workers.policies.store import PolicyStore, PolicyVersion
 from apportion.workers.studio import deployable as dep
@@ -100,7 +100,12 @@ class Studio:
                 if path.name.endswith(".envelope.json"):
                     continue
                 out.append(
-                    Offer(f"example:{path.name}", f"examples/{path.name}", "example", _reader(path))
+                    Offer(
+                        f"example:{path.name}",
+                        f"examples/{path.name}",
+                        "example",
+                        _reader(path, self.config.limits),
+                    )
                 )
         if self.config.recent_jobs is not None:
             for job in self.config.recent_jobs():
@@ -136,8 +141,6 @@ class Studio:
         )
 
     def upload(self, body: bytes, name: str) -> dep.Deployable:
-        from apportion.engine import parse_json_text
-
         payload = parse_json_text(body, self.config.limits)
         ident = f"upload:{_digest(body)}"
         label = f"uploaded: {name or ident[7:19]}"
@@ -190,11 +193,9 @@ def _constant(job: Any) -> Callable[[], Any]:
     return lambda: job
 
 
-def _reader(path: Path) -> Callable[[], Any]:
+def _reader(path: Path, limits: Limits) -> Callable[[], Any]:
     def read() -> Any:
-        import json
-
-        return json.loads(path.read_text())
+        return parse_json_text(path.read_bytes(), limits)
 
     return read
 
@@ -208,6 +209,11 @@ def _json(data: Any, status: int = 200) -> Response:
 
 def _problem(exc: DomainError) -> Response:
     return _json({"error": error_info(exc).as_dict()}, 422)
+
+
+def _unavailable(exc: InfrastructureError) -> Response:
+    """Redis (the policy store, the failure history) did not answer: say so, retryable."""
+    return _json({"error": {"code": "unavailable", "message": str(exc), "details": []}}, 503)
 
 
 def _rejected(path: str, message: str, status: int = 422) -> Response:
@@ -249,8 +255,6 @@ def _too_large(limit: int) -> Response:
 
 
 def _object(raw: bytes, limits: Limits) -> dict[str, Any]:
-    from apportion.engine import parse_json_text
-
     data = parse_json_text(raw, limits)
     if not isinstance(data, dict):
         raise Rejected.at("$", "the request body must be a JSON object")
@@ -310,6 +314,8 @@ def create_app(studio: Studio) -> Starlette:
                 result = await run_in_threadpool(handler, request, data)
             except DomainError as exc:
                 return _problem(exc)
+            except InfrastructureError as exc:
+                return _unavailable(exc)
             return result if isinstance(result, Response) else _json(result)
 
         return endpoint
@@ -385,6 +391,8 @@ def create_app(studio: Studio) -> Starlette:
             found = await run_in_threadpool(studio.upload, raw, name)
         except DomainError as exc:
             return _problem(exc)
+        except InfrastructureError as exc:
+            return _unavailable(exc)
         return _json(found.summary())
 
     async def index(request: Request) -> Response:

@@ -435,3 +435,17 @@ def test_the_command_refuses_a_public_address_without_a_token(
 
     assert main(["studio", "--host", "0.0.0.0"]) == 2
     assert "without a token" in capsys.readouterr().err
+
+
+def test_an_unreachable_store_is_answered_503_saying_so() -> None:
+    import redis
+
+    dead = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.5)
+    studio = Studio(StudioConfig(limits=DEFAULT_LIMITS), PolicyStore(dead))
+    client = TestClient(create_app(studio), base_url=ORIGIN)
+
+    response = client.get("/api/state")
+
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "unavailable"
+    assert "policy store is unavailable" in response.json()["error"]["message"]
