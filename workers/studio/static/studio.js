@@ -335,7 +335,9 @@
     $("summary").textContent = `${S.deployable.label}: ${S.deployable.candidates} candidates, ${S.deployable.accounts.length} accounts, ${result.groups.length} priority group(s)${chosen}`;
     const none = $("no-chance");
     none.replaceChildren();
-    for (const n of result.no_chance) none.append(el("li", {}, el("b", {}, n.account), " — " + n.why));
+    for (const n of result.no_chance.slice(0, SHOWN_ACCOUNTS)) none.append(el("li", {}, el("b", {}, n.account), " — " + n.why));
+    const hidden = result.no_chance.length - SHOWN_ACCOUNTS;
+    if (hidden > 0) none.append(el("li", { class: "muted" }, `${hidden} more (${result.no_chance.length} in all)`));
     if (!result.no_chance.length) none.append(el("li", { class: "muted" }, "every account keeps a chance"));
     const t2 = performance.now();
     drawTrace();
