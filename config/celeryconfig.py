@@ -10,7 +10,7 @@ from typing import Any
 from kombu import Exchange, Queue
 
 from apportion import kinds
-from apportion.config.settings import Settings
+from apportion.config.settings import Settings, url_scheme
 
 
 def task_routes() -> dict[str, dict[str, str]]:
@@ -32,13 +32,31 @@ PRODUCER_RETRY_POLICY: dict[str, float] = {
     "interval_max": 1,
 }
 
-# kombu's Redis transport with a fix for a worker that stops consuming after a Redis
-# restart (workers/broker/transport.py). Sentinel URLs keep kombu's own transport.
+# kombu's Redis and Sentinel transports with apportion's fixes and the gate in front of
+# the pool (workers/broker/transport.py), for every scheme the settings accept.
 FIXED_REDIS_TRANSPORT = "apportion.workers.broker.transport:Transport"
+GATED_TRANSPORTS = {
+    "redis": FIXED_REDIS_TRANSPORT,
+    "rediss": FIXED_REDIS_TRANSPORT,
+    "sentinel": "apportion.workers.broker.transport:SentinelTransport",
+}
 
 
 def broker_transport(url: str) -> str | None:
-    return FIXED_REDIS_TRANSPORT if url.startswith(("redis://", "rediss://")) else None
+    """The gated transport for ``url``; None (kombu's own) only for ``memory://``, the
+    embedded demo's in-process broker, which a worker refuses (workers/app.py)."""
+    return GATED_TRANSPORTS.get(url_scheme(url))
+
+
+def sentinel_options(settings: Settings) -> dict[str, Any]:
+    """kombu's and Celery's Sentinel options, for the transport and the result backend
+    (both ignore them for redis:// URLs)."""
+    if settings.sentinel_master is None:
+        return {}
+    sentinel_kwargs: dict[str, Any] = {"socket_timeout": 5, "socket_connect_timeout": 5}
+    if settings.sentinel_password is not None:
+        sentinel_kwargs["password"] = settings.sentinel_secret
+    return {"master_name": settings.sentinel_master, "sentinel_kwargs": sentinel_kwargs}
 
 
 def gate_options(settings: Settings) -> dict[str, Any]:
@@ -84,6 +102,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "health_check_interval": 10,
         # Every message passes apportion's gate before kombu or Celery decode it.
         "apportion_gate": gate_options(settings),
+        **sentinel_options(settings),
     }
     exchange = Exchange("apportion", type="direct")
     return {
@@ -97,6 +116,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "result_backend_transport_options": {
             "visibility_timeout": vt,
             "retry_policy": dict(PRODUCER_RETRY_POLICY),
+            **sentinel_options(settings),
         },
         "visibility_timeout": vt,
         "broker_connection_retry_on_startup": True,

@@ -9,10 +9,15 @@ boot, rather than discovered in production.
 
 from __future__ import annotations
 
+import difflib
+import os
+import typing
+from collections.abc import Mapping
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from apportion import kinds
 from apportion.engine_settings import EngineSettings
@@ -42,13 +47,37 @@ class TimeLimitOverride(BaseModel):
     hard: float | None = Field(None, gt=0)
 
 
+# The URL schemes every connection (broker, result backend, apportion's own clients)
+# understands, and for which the worker's transport puts the gate in front of the pool.
+# A worker on any other broker would hand jobs to Celery ungated: refused at start-up.
+URL_SCHEMES = ("redis", "rediss", "sentinel")
+
+# APPORTION_* variables the project reads outside these settings (before they exist, or
+# in its test and benchmark harnesses). Every other APPORTION_* name that is not a
+# setting is refused at start-up: a misspelt setting must not fall back to a default.
+READ_ELSEWHERE: dict[str, str] = {
+    "APPORTION_REQUIRE_REDIS": "tests: a missing redis-server fails instead of skipping",
+    "APPORTION_GOLDEN_RECORD": "tests: record every job an engine answers (tests/support)",
+    "APPORTION_TEST_SLOW_SOLVE": "tests: the fault-injection worker's slow engine",
+    "APPORTION_TEST_SLOW_STORE": "tests: the fault-injection worker's slow store",
+}
+
+
 class Settings(EngineSettings):
     """Everything a worker reads: the engine's settings and the service's own."""
 
+    # redis://[user:password@]host:port/db, rediss://… (TLS; ssl_cert_reqs, ssl_ca_certs,
+    # ssl_certfile, ssl_keyfile in the query), or Sentinel:
+    # sentinel://h1:26379;sentinel://h2:26379/0 with sentinel_master.
     redis_url: str = "redis://127.0.0.1:6379/0"
     # Broker and result backend default to redis_url; split them when operators want to.
     broker_url: str | None = None
     result_backend: str | None = None
+    # With sentinel:// URLs: the master's name, as the sentinels monitor it.
+    sentinel_master: str | None = Field(None, min_length=1)
+    # The sentinels' own password (their requirepass), if they have one. A password in
+    # the URL (sentinel://:secret@h1:26379) is the master's and its replicas'.
+    sentinel_password: SecretStr | None = None
 
     # Seconds Redis waits for an ack before redelivering a message to another worker.
     visibility_timeout: int = Field(3600, gt=0)
@@ -123,6 +152,41 @@ class Settings(EngineSettings):
     # Also keep Celery's own "received"/"succeeded" lines per task at INFO (off: one line
     # per job, workers/logs.py). For tooling that reads stock Celery's log lines.
     log_celery_task_lines: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_unknown_variables(cls, data: Any) -> Any:
+        unknown = unknown_variables(os.environ)
+        if unknown:
+            raise ValueError("; ".join(unknown))
+        return data
+
+    @model_validator(mode="after")
+    def _supported_urls(self) -> Settings:
+        for name, url in (
+            ("APPORTION_REDIS_URL", self.redis_url),
+            ("APPORTION_BROKER_URL", self.broker_url),
+            ("APPORTION_RESULT_BACKEND", self.result_backend),
+        ):
+            if url is None:
+                continue
+            schemes = {url_scheme(part) for part in url.split(";")}
+            if not schemes <= set(URL_SCHEMES) or len(schemes) != 1:
+                raise ValueError(
+                    f"{name} must be a redis://, rediss:// or sentinel:// URL (several "
+                    f"sentinels: sentinel://h1:26379;sentinel://h2:26379), not "
+                    f"{sorted(schemes)}"
+                )
+            if schemes == {"sentinel"} and self.sentinel_master is None:
+                raise ValueError(
+                    f"{name} names sentinels: set APPORTION_SENTINEL_MASTER to the name "
+                    "of the master they monitor"
+                )
+        return self
+
+    @property
+    def sentinel_secret(self) -> str | None:
+        return self.sentinel_password.get_secret_value() if self.sentinel_password else None
 
     @property
     def broker(self) -> str:
@@ -215,6 +279,55 @@ class Settings(EngineSettings):
                 "outcome could be recorded twice"
             )
         return self
+
+
+def url_scheme(url: str) -> str:
+    try:
+        return urlsplit(url.strip()).scheme.lower()
+    except ValueError:
+        return ""
+
+
+def known_variables() -> tuple[list[str], list[str]]:
+    """(exact names, prefixes): every APPORTION_* name the settings read.
+
+    A nested model (``limits``) has one name per field; under a mapping
+    (``time_limits``, ``simulated_failure_rates``) any key is allowed here, and the
+    mapping's own validation names a wrong one (an unknown queue, a field not soft/hard).
+    """
+    exact: list[str] = list(READ_ELSEWHERE)
+    prefixes: list[str] = []
+    for name, info in Settings.model_fields.items():
+        env = f"APPORTION_{name.upper()}"
+        exact.append(env)
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            exact += [f"{env}__{sub.upper()}" for sub in annotation.model_fields]
+        elif typing.get_origin(annotation) is dict:
+            prefixes.append(f"{env}__")
+            value = typing.get_args(annotation)[1]
+            if isinstance(value, type) and issubclass(value, BaseModel):
+                exact += [
+                    f"{env}__{queue.upper()}__{sub.upper()}"
+                    for queue in kinds.queues()
+                    for sub in value.model_fields
+                ]
+    return exact, prefixes
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """A message for each APPORTION_* variable in ``environ`` no setting reads."""
+    exact, prefixes = known_variables()
+    known = set(exact)
+    out = []
+    for variable in sorted(environ):
+        name = variable.upper()
+        if not name.startswith("APPORTION_") or name in known or name.startswith(tuple(prefixes)):
+            continue
+        close = difflib.get_close_matches(name, exact, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else " (docs/operations.md lists them)"
+        out.append(f"unknown environment variable {variable}{hint}")
+    return out
 
 
 @lru_cache(maxsize=1)

@@ -65,6 +65,29 @@ def warm_up(settings: Settings) -> None:
     load_default_policy(settings.default_policy_file)
 
 
+def require_gate(celery: Celery) -> None:
+    """Refuse to run jobs from a broker whose transport has no gate in front of the pool.
+
+    Tasks trust what the gate writes into a message (the ``apportion_rejected``
+    verdict, bounded headers): on an ungated transport any producer could set them. The
+    settings accept only schemes with a gated transport (config/celeryconfig.py); this
+    catches an app whose broker was configured around them. ``memory://`` is the
+    embedded demo's in-process broker, whose only producer is the demo itself.
+    """
+    from apportion.workers.broker.transport import Transport
+
+    url = str(celery.conf.broker_url or "")
+    if url.startswith("memory://"):
+        return
+    transport = celery.connection_for_read().get_transport_cls()
+    gate = celery.conf.broker_transport_options.get("apportion_gate")
+    if not (isinstance(transport, type) and issubclass(transport, Transport)) or gate is None:
+        raise RuntimeError(
+            f"refusing to start: the broker transport {transport!r} does not pass jobs "
+            "through apportion's gate; use a redis://, rediss:// or sentinel:// broker URL"
+        )
+
+
 def allow_tasks(celery: Celery) -> None:
     """Tell the transport's gate which task names this worker runs (the others are
     dead-lettered, never handed to Celery; Celery's own built-in tasks are not for
@@ -86,6 +109,7 @@ def _warm_up_before_the_pool_forks(sender: Any = None, **_: Any) -> None:
     # and before the consumer opens its broker connection.
     global _metrics_dir
     if sender is not None and getattr(sender, "app", None) is not None:
+        require_gate(sender.app)
         allow_tasks(sender.app)
     settings = get_settings()
     if settings.metrics_port is not None:

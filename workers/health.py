@@ -5,7 +5,7 @@ reported at once); the workers that answer Celery's ``active_queues`` broadcast
 within the timeout, per queue; each queue's depth; and per result stream and consumer
 group, the pending entries, the lag and the age of the oldest entry read but never
 acknowledged (a stuck subscriber). Redis access goes through
-:func:`apportion.workers.redis.client.make_redis` and the broadcast through the
+:func:`apportion.workers.redis.client.client_for` and the broadcast through the
 producer app, so whatever URL the settings name (Sentinel, TLS) is honoured here too.
 """
 
@@ -20,7 +20,7 @@ import redis
 
 from apportion import kinds
 from apportion.config.settings import Settings
-from apportion.workers.redis.client import TRANSIENT_ERRORS, make_redis, redact_url
+from apportion.workers.redis.client import TRANSIENT_ERRORS, client_for, redact_url
 from apportion.workers.redis.keys import Keys
 
 
@@ -194,7 +194,7 @@ def check(
     started = time.monotonic()
     checked = list(queues or kinds.queues())
     health = Health(redis_url=redact_url(settings.redis_url))
-    client = make_redis(settings.redis_url, timeout=timeout, retries=0)
+    client = client_for(settings, timeout=timeout, retries=0)
     try:
         # Every queue's depth is reported; only the checked ones can make it unhealthy.
         read_redis(health, client, Keys(settings.stream_prefix), kinds.queues())

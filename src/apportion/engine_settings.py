@@ -40,7 +40,12 @@ DEFAULT_POLICY_FILE = _shipped_default_policy()
 
 class EngineSettings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="APPORTION_", env_nested_delimiter="__", frozen=True, extra="ignore"
+        env_prefix="APPORTION_",
+        env_nested_delimiter="__",
+        frozen=True,
+        extra="ignore",
+        # A validation error must not repeat the values: a URL holds a password.
+        hide_input_in_errors=True,
     )
 
     limits: Limits = Limits()

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -42,17 +43,30 @@ def wait_until(predicate: object, timeout: float, interval: float = 0.05, what: 
 
 @dataclass
 class RedisServer:
+    """A redis-server; ``password`` (with ``username``: an ACL user) guards it, and
+    ``extra_args`` are further ``--option value`` pairs (TLS, replication)."""
+
     port: int
     workdir: Path
     appendonly: bool = False
     proc: subprocess.Popen[bytes] | None = None
+    password: str | None = None
+    username: str | None = None
+    extra_args: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f"{self.username or ''}:{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def client(self) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+        return redis.Redis(
+            host="127.0.0.1",
+            port=self.port,
+            username=self.username,
+            password=self.password,
+            socket_timeout=5,
+        )
 
     def start(self) -> None:
         binary = shutil.which("redis-server")
@@ -74,11 +88,18 @@ class RedisServer:
             "--logfile",
             str(self.workdir / "redis.log"),
         ]
+        if self.password and self.username:
+            args += ["--user", f"{self.username} on >{self.password} ~* &* +@all"]
+            args += ["--user", "default off"]
+        elif self.password:
+            args += ["--requirepass", self.password]
+        args += self.extra_args
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
         def up() -> bool:
             try:
-                return bool(self.client().ping())
+                with self.client() as client:
+                    return bool(client.ping())
             except redis.ConnectionError:
                 return False
 
@@ -100,6 +121,109 @@ class RedisServer:
         self.stop()
         time.sleep(down_for)
         self.start()
+
+
+@dataclass
+class SentinelCluster:
+    """One primary, two replicas and three sentinels (``redis-server CONF --sentinel``),
+    all on free ports in ``workdir``; quick to fail over (down after 1 s).
+
+    ``password`` guards the primary and replicas (the sentinels reach them with it).
+    """
+
+    workdir: Path
+    master: str = "apportion"
+    password: str | None = None
+    servers: list[RedisServer] = field(default_factory=list)
+    sentinels: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    sentinel_ports: list[int] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        """The Sentinel URL apportion is configured with (the master's password in it)."""
+        auth = f":{self.password}@" if self.password else ""
+        return ";".join(f"sentinel://{auth}127.0.0.1:{p}" for p in self.sentinel_ports) + "/0"
+
+    def start(self) -> None:
+        auth: tuple[str, ...] = ("--masterauth", self.password) if self.password else ()
+        primary = RedisServer(
+            free_port(), self.workdir / "primary", password=self.password, extra_args=auth
+        )
+        primary.start()
+        self.servers.append(primary)
+        for i in range(2):
+            replica = RedisServer(
+                free_port(),
+                self.workdir / f"replica{i}",
+                password=self.password,
+                extra_args=(*auth, "--replicaof", "127.0.0.1", str(primary.port)),
+            )
+            replica.start()
+            self.servers.append(replica)
+        binary = shutil.which("redis-server")
+        assert binary is not None
+        for i in range(3):
+            port = free_port()
+            folder = self.workdir / f"sentinel{i}"
+            folder.mkdir(parents=True)
+            conf = folder / "sentinel.conf"
+            lines = [
+                f"port {port}",
+                "bind 127.0.0.1",
+                f"dir {folder}",
+                f"logfile {folder / 'sentinel.log'}",
+                f"sentinel monitor {self.master} 127.0.0.1 {primary.port} 2",
+                f"sentinel down-after-milliseconds {self.master} 1000",
+                f"sentinel failover-timeout {self.master} 3000",
+                f"sentinel parallel-syncs {self.master} 2",
+            ]
+            if self.password:
+                lines.append(f"sentinel auth-pass {self.master} {self.password}")
+            conf.write_text("\n".join(lines) + "\n")
+            self.sentinels.append(
+                subprocess.Popen(
+                    [binary, str(conf), "--sentinel"],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+            self.sentinel_ports.append(port)
+        wait_until(self._ready, 30, interval=0.2, what="sentinels watching 2 replicas")
+
+    def _sentinel_view(self, port: int) -> dict[str, Any]:
+        with redis.Redis(host="127.0.0.1", port=port, socket_timeout=2) as client:
+            found: dict[str, Any] = client.sentinel_master(self.master)
+            return found
+
+    def _ready(self) -> bool:
+        try:
+            views = [self._sentinel_view(p) for p in self.sentinel_ports]
+        except (redis.RedisError, OSError):
+            return False
+        return all(
+            int(v["num-slaves"]) == 2 and int(v["num-other-sentinels"]) == 2 for v in views
+        )
+
+    def primary_port(self) -> int:
+        """The master's port as the first sentinel that answers sees it."""
+        for port in self.sentinel_ports:
+            try:
+                return int(self._sentinel_view(port)["port"])
+            except (redis.RedisError, OSError):
+                continue
+        raise RuntimeError("no sentinel answered")
+
+    def primary(self) -> RedisServer:
+        port = self.primary_port()
+        return next(s for s in self.servers if s.port == port)
+
+    def stop(self) -> None:
+        for proc in self.sentinels:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(10)
+        for server in self.servers:
+            server.stop()
 
 
 @dataclass

@@ -82,13 +82,13 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from collections.abc import Mapping
-from contextlib import suppress
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
 from queue import Empty
-from time import time
+from time import monotonic, sleep, time
 from typing import Any
 
 import redis
@@ -394,17 +394,23 @@ class Channel(kombu_redis.Channel):
     def dead_letters(self) -> DeadLetters:
         return DeadLetters(self.client, self.gate.keys, self.gate.dead_letters)
 
-    def _connparams(self, asynchronous: bool = False) -> Any:
+    @contextmanager
+    def _connection_info(self) -> Iterator[None]:
+        """kombu detached the connection info (fix 1 above): build the pool from the
+        info this channel was opened with. The worker's event loop is one thread."""
         transport = self.connection
         if transport is None or transport.client is not None:
-            return super()._connparams(asynchronous=asynchronous)
-        # kombu detached the connection info (fix 1 above): build the pool from the
-        # info this channel was opened with. The worker's event loop is one thread.
+            yield
+            return
         transport.client = self._opened_with
         try:
-            return super()._connparams(asynchronous=asynchronous)
+            yield
         finally:
             transport.client = None
+
+    def _connparams(self, asynchronous: bool = False) -> Any:
+        with self._connection_info():
+            return super()._connparams(asynchronous=asynchronous)
 
     def basic_consume(self, queue: str, *args: Any, **kwargs: Any) -> Any:
         UNDELIVERED.requeue(self)
@@ -465,30 +471,21 @@ class Channel(kombu_redis.Channel):
             log.warning("a message from queue %s was dead-lettered: %s", queue, buried)
             return False
         verdict = inspect(item, self.gate.rules)
-        if isinstance(verdict, Bury):
-            try:
-                self.dead_letters.bury(
-                    item,
-                    queue=dest,
-                    reason=verdict.reason,
-                    detail=verdict.detail,
-                    tag=verdict.tag,
-                    task=verdict.task,
-                    task_id=verdict.task_id,
-                    unacked=(self.unacked_key, self.unacked_index_key),
-                )
-            except StoreUnavailable as exc:  # kombu reconnects on its own errors
+        try:
+            if isinstance(verdict, Bury):
+                self._bury(dest, item, verdict, queue)
+                return False
+            if not recorded and self._quarantined(dest, item, verdict, queue):
+                return False
+        except (*self.connection_errors, StoreUnavailable) as exc:
+            if not recorded:
+                # Off its queue and in no unacked hash: only this process holds it. Put
+                # back on its queue on reconnection (fix 2), never dropped.
+                UNDELIVERED.keep(item, dest)
+            if isinstance(exc, StoreUnavailable):  # kombu reconnects on its own errors
                 raise redis.ConnectionError(str(exc)) from exc
-            log.warning(
-                "a message from queue %s was dead-lettered (%s): %s",
-                queue,
-                verdict.reason,
-                verdict.detail,
-            )
-            return False
+            raise
         headers = verdict.message["headers"]
-        if not recorded and self._quarantined(dest, item, verdict, queue):
-            return False
         if verdict.notes:
             log.warning("message %s from %s: %s", headers["id"], queue, "; ".join(verdict.notes))
         if verdict.verdict is not None:
@@ -497,6 +494,24 @@ class Channel(kombu_redis.Channel):
             )
         self.connection._deliver(verdict.message, queue)
         return True
+
+    def _bury(self, dest: str, item: str, verdict: Bury, queue: str) -> None:
+        self.dead_letters.bury(
+            item,
+            queue=dest,
+            reason=verdict.reason,
+            detail=verdict.detail,
+            tag=verdict.tag,
+            task=verdict.task,
+            task_id=verdict.task_id,
+            unacked=(self.unacked_key, self.unacked_index_key),
+        )
+        log.warning(
+            "a message from queue %s was dead-lettered (%s): %s",
+            queue,
+            verdict.reason,
+            verdict.detail,
+        )
 
     def _quarantined(self, dest: str, item: str, verdict: Deliver, queue: str) -> bool:
         """The pop script's delivery count, for an item it could not read (see _TAKE)."""
@@ -612,3 +627,49 @@ class Transport(kombu_redis.Transport):
             if isinstance(message, dict) and queue:
                 UNDELIVERED.keep(message, queue)
             raise
+
+
+class SentinelChannel(Channel, kombu_redis.SentinelChannel):
+    """The fixed channel on kombu's Sentinel channel: each connection asks the sentinels
+    where the master is, and every fix above applies unchanged."""
+
+    from_transport_options = (  # type: ignore[assignment]
+        *kombu_redis.SentinelChannel.from_transport_options,
+        "apportion_gate",
+    )
+
+    def _sentinel_managed_pool(self, asynchronous: bool = False) -> Any:
+        # It reads the connection info (the list of sentinels) too: fix 1.
+        with self._connection_info():
+            return super()._sentinel_managed_pool(asynchronous)
+
+
+# How long a reconnection keeps asking the sentinels for a reachable master before
+# handing the failure to Celery. A failover takes the sentinels' down-after-milliseconds
+# plus an election (seconds); Celery's own reconnection waits 2, 4, 6 … s between
+# attempts, so a worker whose first attempt came a moment too early lost those seconds
+# on top. Short polls here reconnect within a fraction of a second of the promotion.
+# Only once this process has had a master: a producer that cannot reach one at all
+# (``apportion submit``) is told so at once.
+FAILOVER_WAIT_SECONDS = 15.0
+FAILOVER_POLL_SECONDS = 0.25
+
+
+class SentinelTransport(Transport, kombu_redis.SentinelTransport):
+    Channel = SentinelChannel
+    default_port = 26379
+    _had_master = False  # in this process, ever
+
+    def establish_connection(self) -> Any:
+        deadline = monotonic() + (FAILOVER_WAIT_SECONDS if SentinelTransport._had_master else 0)
+        while True:
+            try:
+                connection = super().establish_connection()
+            except self.connection_errors as exc:
+                if monotonic() >= deadline:
+                    raise
+                log.info("no reachable Redis master yet (%s); asking the sentinels again", exc)
+                sleep(FAILOVER_POLL_SECONDS)
+                continue
+            SentinelTransport._had_master = True
+            return connection

@@ -18,7 +18,7 @@ import redis
 from apportion import kinds
 from apportion.config.settings import Settings
 from apportion.workers.health import stream_health
-from apportion.workers.redis.client import make_redis
+from apportion.workers.redis.client import client_for
 from apportion.workers.redis.keys import Keys
 
 
@@ -26,7 +26,7 @@ class RedisStateCollector:
     """A prometheus-client collector (``collect()`` yields metric families)."""
 
     def __init__(self, settings: Settings, *, timeout: float = 2.0) -> None:
-        self._client = make_redis(settings.redis_url, timeout=timeout, retries=0)
+        self._client = client_for(settings, timeout=timeout, retries=0)
         self._keys = Keys(settings.stream_prefix)
 
     def describe(self) -> list[Any]:

@@ -8,13 +8,15 @@ Sentinel one, TLS options) is supported in one place.
 from __future__ import annotations
 
 from functools import lru_cache
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
+from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
+from redis.sentinel import Sentinel
 
-from apportion.config.settings import Settings, get_settings
+from apportion.config.settings import Settings, get_settings, url_scheme
 
 # redis-py errors that mean "the server is unreachable right now": transient, retried.
 TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
@@ -26,44 +28,116 @@ TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
 )
 
 
-def make_redis(url: str, *, timeout: float = 5.0, retries: int = 6) -> redis.Redis:
+def make_redis(
+    url: str,
+    *,
+    timeout: float = 5.0,
+    retries: int = 6,
+    sentinel_master: str | None = None,
+    sentinel_password: str | None = None,
+) -> redis.Redis:
     """A client for ``url``. ``timeout`` bounds connecting and each reply; ``retries``
     reconnect attempts inside one call (0 for a quick check such as ``apportion health``).
+
+    A ``sentinel://h1:26379;sentinel://h2:26379/0`` URL gives a client of the master
+    ``sentinel_master``: each new connection asks the sentinels where the master is,
+    so after a failover the next reconnection reaches the new one.
     """
-    return redis.Redis.from_url(
-        url,
-        socket_timeout=timeout,
-        socket_connect_timeout=timeout,
-        health_check_interval=30,
+    options: dict[str, Any] = {
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        "health_check_interval": 30,
         # Reconnects inside one call for ~2.5 s (0.1, 0.2, 0.4, 0.8, 1, 1 s), which
-        # rides out a Redis restart without re-running the job; longer outages
-        # surface as StoreUnavailable and the task retries with its own backoff.
-        retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=retries),
-        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+        # rides out a Redis restart or a Sentinel failover without re-running the job;
+        # longer outages surface as StoreUnavailable and the task retries with its own
+        # backoff.
+        "retry": Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=retries),
+        "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
+    }
+    if url_scheme(url) == "sentinel":
+        return _sentinel_client(url, sentinel_master, sentinel_password, options)
+    return redis.Redis.from_url(url, **options)
+
+
+def _sentinel_client(
+    url: str, master: str | None, sentinel_password: str | None, options: dict[str, Any]
+) -> redis.Redis:
+    if not master:
+        raise ValueError(f"{redact_url(url)}: a Sentinel URL needs APPORTION_SENTINEL_MASTER")
+    nodes: list[tuple[str, int]] = []
+    first: SplitResult | None = None
+    for part in url.split(";"):
+        parts = urlsplit(part.strip())
+        nodes.append((parts.hostname or "127.0.0.1", parts.port or 26379))
+        first = first or parts
+    assert first is not None
+    db = first.path.strip("/")
+    sentinel = Sentinel(
+        nodes,
+        # The sentinels answer quickly or not at all: the same timeouts, no retries
+        # (redis-py asks the next sentinel).
+        sentinel_kwargs={
+            "socket_timeout": options["socket_timeout"],
+            "socket_connect_timeout": options["socket_connect_timeout"],
+            "password": sentinel_password,
+        },
+    )
+    return sentinel.master_for(
+        master,
+        username=unquote(first.username) if first.username else None,
+        password=unquote(first.password) if first.password else None,
+        db=int(db) if db else 0,
+        **options,
+    )
+
+
+def client_for(settings: Settings, *, timeout: float = 5.0, retries: int = 6) -> redis.Redis:
+    """A client for the settings' ``redis_url`` (Sentinel options included)."""
+    return make_redis(
+        settings.redis_url,
+        timeout=timeout,
+        retries=retries,
+        sentinel_master=settings.sentinel_master,
+        sentinel_password=settings.sentinel_secret,
     )
 
 
 @lru_cache(maxsize=4)
-def _cached(url: str) -> redis.Redis:
-    return make_redis(url)
+def _cached(url: str, master: str | None, sentinel_password: str | None) -> redis.Redis:
+    return make_redis(url, sentinel_master=master, sentinel_password=sentinel_password)
 
 
 def get_redis(settings: Settings | None = None) -> redis.Redis:
-    return _cached((settings or get_settings()).redis_url)
+    settings = settings or get_settings()
+    return _cached(settings.redis_url, settings.sentinel_master, settings.sentinel_secret)
 
 
 def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***``: for messages and logs."""
+    """``url`` with every password replaced by ``***``: for messages and logs.
+
+    Each part of a Sentinel list (``sentinel://:pw@h1;sentinel://:pw@h2``) and a
+    ``password`` query parameter are masked too.
+    """
+    return ";".join(_redact_one(part) for part in url.split(";"))
+
+
+def _redact_one(url: str) -> str:
     try:
         parts = urlsplit(url)
+        port = parts.port
     except ValueError:
         return "<unparsable URL>"
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if ":" in host:  # an IPv6 address
-        host = f"[{host}]"
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    query = "&".join(
+        f"{key}=***" if key.lower() == "password" else f"{key}{sep}{value}"
+        for key, sep, value in (item.partition("=") for item in parts.query.split("&") if item)
+    )
+    parts = parts._replace(query=query)
+    if parts.password is not None:
+        user = parts.username or ""
+        host = parts.hostname or ""
+        if ":" in host:  # an IPv6 address
+            host = f"[{host}]"
+        if port is not None:
+            host = f"{host}:{port}"
+        parts = parts._replace(netloc=f"{user}:***@{host}")
+    return urlunsplit(parts)

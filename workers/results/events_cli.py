@@ -10,7 +10,7 @@ from typing import Any
 from apportion.codec import encode_text
 from apportion.config.settings import get_settings
 from apportion.errors import StoreUnavailable
-from apportion.workers.redis.client import make_redis, redact_url
+from apportion.workers.redis.client import client_for, redact_url
 from apportion.workers.redis.keys import SUBSCRIBER_GROUP, Keys
 from apportion.workers.results.subscriber import StreamEvent, StreamSubscriber
 
@@ -57,7 +57,7 @@ def follow(
     streams = [keys.results_stream(k) for k in kinds]
     # No reconnect loop inside a call: this loop retries, and keeps its deadlines.
     sub = StreamSubscriber(
-        make_redis(settings.redis_url, retries=0),
+        client_for(settings, retries=0),
         streams,
         group=group or SUBSCRIBER_GROUP,
         consumer=consumer,
