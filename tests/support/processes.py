@@ -200,9 +200,7 @@ class SentinelCluster:
             views = [self._sentinel_view(p) for p in self.sentinel_ports]
         except (redis.RedisError, OSError):
             return False
-        return all(
-            int(v["num-slaves"]) == 2 and int(v["num-other-sentinels"]) == 2 for v in views
-        )
+        return all(int(v["num-slaves"]) == 2 and int(v["num-other-sentinels"]) == 2 for v in views)
 
     def primary_port(self) -> int:
         """The master's port as the first sentinel that answers sees it."""
