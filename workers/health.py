@@ -20,7 +20,12 @@ import redis
 
 from apportion import kinds
 from apportion.config.settings import Settings
-from apportion.workers.redis.client import TRANSIENT_ERRORS, client_for, redact_url
+from apportion.workers.redis.client import (
+    TRANSIENT_ERRORS,
+    client_for,
+    error_text,
+    redact_url,
+)
 from apportion.workers.redis.keys import Keys
 
 
@@ -199,7 +204,7 @@ def check(
         # Every queue's depth is reported; only the checked ones can make it unhealthy.
         read_redis(health, client, Keys(settings.stream_prefix), kinds.queues())
     except (redis.RedisError, OSError) as exc:  # TRANSIENT_ERRORS are among these
-        health.redis_error = str(exc) or type(exc).__name__
+        health.redis_error = error_text(exc)
         health.redis_ok = health.redis_ok and not isinstance(exc, TRANSIENT_ERRORS)
     finally:
         client.close()

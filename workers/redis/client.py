@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 import redis
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
@@ -80,6 +80,7 @@ def _sentinel_client(
             "socket_timeout": options["socket_timeout"],
             "socket_connect_timeout": options["socket_connect_timeout"],
             "password": sentinel_password,
+            "retry": Retry(NoBackoff(), 0),
         },
     )
     return sentinel.master_for(
@@ -110,6 +111,19 @@ def _cached(url: str, master: str | None, sentinel_password: str | None) -> redi
 def get_redis(settings: Settings | None = None) -> redis.Redis:
     settings = settings or get_settings()
     return _cached(settings.redis_url, settings.sentinel_master, settings.sentinel_secret)
+
+
+def error_text(exc: BaseException) -> str:
+    """One line saying why Redis could not be reached, for messages.
+
+    redis-py's "No master found" lists the repr of a client per sentinel (hundreds of
+    characters each); the reason is its first part.
+    """
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if "No master found" in text:
+        head = text.split(" : ", 1)[0]
+        return f"{head}: no sentinel answered with a reachable master"
+    return text
 
 
 def redact_url(url: str) -> str:

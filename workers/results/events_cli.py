@@ -10,7 +10,7 @@ from typing import Any
 from apportion.codec import encode_text
 from apportion.config.settings import get_settings
 from apportion.errors import StoreUnavailable
-from apportion.workers.redis.client import client_for, redact_url
+from apportion.workers.redis.client import client_for, error_text, redact_url
 from apportion.workers.redis.keys import SUBSCRIBER_GROUP, Keys
 from apportion.workers.results.subscriber import StreamEvent, StreamSubscriber
 
@@ -80,12 +80,13 @@ def follow(
             if now - down_since >= connect_timeout or (idle_exit is not None and idle > idle_exit):
                 print(
                     f"apportion events: cannot reach Redis at {where} "
-                    f"(for {now - down_since:.0f} s): {exc}",
+                    f"(for {now - down_since:.0f} s): {error_text(exc)}",
                     file=sys.stderr,
                 )
                 return 1
             print(
-                f"apportion events: Redis at {where} unavailable ({exc}); retrying", file=sys.stderr
+                f"apportion events: Redis at {where} unavailable ({error_text(exc)}); retrying",
+                file=sys.stderr,
             )
             time.sleep(backoff)
             backoff = min(backoff * 2, 5.0)

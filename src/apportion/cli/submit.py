@@ -139,8 +139,11 @@ def _send(args: argparse.Namespace, jobs: list[Any], step: Callable[[str], None]
             results.append(app.send_task(name, args=[job], headers=sent_now()))
             step("sent")
     except (OperationalError, OSError, RuntimeError) as exc:
+        from apportion.workers.redis.client import error_text
+
         print(
-            f"apportion submit: cannot reach the broker at {redis_location(config.broker)}: {exc}",
+            f"apportion submit: cannot reach the broker at {redis_location(config.broker)}: "
+            f"{error_text(exc)}",
             file=sys.stderr,
         )
         return None
@@ -166,7 +169,10 @@ def _wait(results: list[Any], timeout: float, step: Callable[[str], None], backe
         )
         return None
     except (OperationalError, RedisConnectionError, OSError) as exc:
-        print(f"apportion submit: lost the result backend at {backend}: {exc}", file=sys.stderr)
+        from apportion.workers.redis.client import error_text
+
+        reason = error_text(exc)
+        print(f"apportion submit: lost the result backend at {backend}: {reason}", file=sys.stderr)
         return None
     except RuntimeError as exc:  # Celery's "Retry limit exceeded … result store backend"
         reason = " ".join(str(exc).split())
