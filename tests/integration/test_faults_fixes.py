@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
+import redis
 from kombu import Connection
 from kombu.asynchronous import Hub
 from pydantic import ValidationError
@@ -95,7 +96,10 @@ def test_the_configuration_keeps_jobs_through_a_redis_restart() -> None:
     assert conf["worker_cancel_long_running_tasks_on_connection_loss"] is False
     assert conf["result_backend_always_retry"] is True
     assert conf["broker_transport"] == "apportion.workers.broker.transport:Transport"
-    assert broker_transport("sentinel://h:26379") is None
+    assert broker_transport("sentinel://h:26379;sentinel://h2:26379") == (
+        "apportion.workers.broker.transport:SentinelTransport"
+    )
+    assert broker_transport("memory://") is None  # the embedded demo only
     assert broker_transport("rediss://h:6380/0") == "apportion.workers.broker.transport:Transport"
     assert options["unacked_mutex_expire"] <= 30
     assert options["socket_timeout"] > 0
@@ -238,3 +242,33 @@ def test_a_message_taken_by_the_pop_script_ends_the_event_loops_wait_at_once(
     assert hub.poller.poll(0) in (None, [])  # ...and waits again when idle: no busy loop
     channel.close()
     hub.close()
+
+
+@pytest.mark.parametrize("step", ["dead-letter write", "quarantine count"])
+def test_an_unrecorded_item_is_put_back_on_its_queue_when_redis_goes_during_its_gate_step(
+    broker: Connection, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    # An item the pop script could not record (cjson could not read it) is off its queue
+    # and in no unacked hash: only the worker holds it. Burying it (the gate refused it)
+    # or counting its delivery (before quarantine) needs Redis; when Redis goes then, the
+    # item must go back on its queue, not be dropped.
+    channel = broker.channel()
+    assert isinstance(channel, Channel)
+    if step == "dead-letter write":
+        item = json.dumps({"body": "not base64!", "headers": {}, "properties": {}})
+        monkeypatch.setattr(channel.dead_letters, "bury", _connection_lost)
+    else:
+        item = _queued("unrecorded-1", "partition")
+        monkeypatch.setattr(channel, "_quarantined", _connection_lost)
+
+    with pytest.raises(redis.ConnectionError):
+        channel._take("partition", item, "unrecorded")
+    monkeypatch.undo()
+    channel.basic_consume("partition", False, lambda m: None, "t")  # on reconnection
+
+    assert channel.client.lrange("partition", 0, -1) == [item.encode()]
+    channel.close()
+
+
+def _connection_lost(*args: object, **kwargs: object) -> bool:
+    raise redis.ConnectionError("Connection closed by server.")

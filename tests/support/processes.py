@@ -89,8 +89,8 @@ class RedisServer:
             str(self.workdir / "redis.log"),
         ]
         if self.password and self.username:
-            args += ["--user", f"{self.username} on >{self.password} ~* &* +@all"]
-            args += ["--user", "default off"]
+            args += ["--user", self.username, "on", f">{self.password}", "~*", "&*", "+@all"]
+            args += ["--user", "default", "off"]
         elif self.password:
             args += ["--requirepass", self.password]
         args += self.extra_args
