@@ -177,6 +177,13 @@ class Settings(EngineSettings):
                     f"sentinels: sentinel://h1:26379;sentinel://h2:26379), not "
                     f"{sorted(schemes)}"
                 )
+            if schemes == {"rediss"} and "ssl_cert_reqs=" not in url:
+                # Without it kombu connects with certificate checks off (CERT_NONE).
+                raise ValueError(
+                    f"{name}: a rediss:// URL must say how the server's certificate is "
+                    "checked: ?ssl_cert_reqs=required&ssl_ca_certs=/path/to/ca.pem "
+                    "(docs/operations.md, TLS)"
+                )
             if schemes == {"sentinel"} and self.sentinel_master is None:
                 raise ValueError(
                     f"{name} names sentinels: set APPORTION_SENTINEL_MASTER to the name "

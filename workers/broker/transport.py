@@ -1,14 +1,13 @@
-"""kombu's Redis transport with five fixes: a worker survives a Redis restart and a
-SIGKILL without losing a job, never idles while jobs wait, and no queue item can stop it.
+"""kombu's Redis and Sentinel transports with five fixes: a worker survives a Redis
+restart, a failover and a SIGKILL without losing a job, never idles while jobs wait, and
+no queue item can stop it.
 
-The first two were found by tests/integration/test_faults_redis_restart.py (kombu 5.7,
-a busy worker, ``redis-server`` restarted with SIGTERM), the third by
-tests/integration/test_worker_killed.py, the fourth by the throughput benchmark
-(bench/worker.md). They are small, and kept here until kombu fixes them; each is
-exercised directly in tests/integration/test_faults_fixes.py.
+Each is small, kept here until kombu fixes it, and exercised directly in
+tests/integration/test_faults_fixes.py; the fault tests (Redis restarted or failed over
+under a busy worker, workers killed) show them end to end.
 
-1. **The worker stopped consuming for good.** When the connection to Redis is lost while
-   the worker holds unacknowledged messages, Celery's consumer closes the dead
+1. **A worker must not stop consuming for good.** When the connection to Redis is lost
+   while the worker holds unacknowledged messages, Celery's consumer closes the dead
    connection twice (``collect()``, then ``close()``). The first close fails half-way
    (a Redis call raises ``ConnectionError``, which kombu swallows) and leaves the channel
    open, after which kombu detaches the connection info from the transport. The second
@@ -19,47 +18,46 @@ exercised directly in tests/integration/test_faults_fixes.py.
        no attribute 'hostname'")   (kombu/transport/redis.py, Channel._connparams)
 
    Fix: a channel remembers the connection info it was opened with, so a late
-   close can still reach Redis — or, with Redis still down, fails with an ordinary
-   connection error that kombu handles (the messages stay in the ``unacked`` hash and
-   are redelivered after the visibility timeout, as after a SIGKILL).
+   close can still reach Redis (the Sentinel channel's list of sentinels included) —
+   or, with Redis still down, fails with an ordinary connection error that kombu
+   handles (the messages stay in the ``unacked`` hash and are redelivered after the
+   visibility timeout, as after a SIGKILL).
 
-2. **A job vanished.** A message is taken off its queue by ``BRPOP`` and only then
-   recorded in the ``unacked`` hash (a second command). When Redis shuts down right after
-   answering a ``BRPOP``, the worker reads the message while closing the connection and
-   cannot record it: it was in no list any more, and nowhere else. Fix: a message whose
-   delivery failed on a connection error is kept in memory and pushed back onto its
-   queue as soon as the worker consumes again on a new connection. If it had been
-   recorded after all, the job runs twice, which apportion's once-per-job_id publishing
-   makes harmless.
+2. **A message read as the connection dies must not vanish.** A message is taken off its
+   queue by ``BRPOP`` and only then recorded in the ``unacked`` hash (a second command).
+   When Redis goes right after answering a ``BRPOP``, the worker reads the message while
+   closing the connection and cannot record it: it is in no list any more, and nowhere
+   else. Fix: a message whose delivery failed on a connection error is kept in memory
+   and pushed back onto its queue as soon as the worker consumes again on a new
+   connection. The same holds for an item the pop script could not record (see 5) when
+   its dead-letter write or delivery count fails. If it had been recorded after all,
+   the job runs twice, which apportion's once-per-job_id publishing makes harmless.
 
-3. **A SIGKILLed worker lost a job it had not yet recorded.** The same two-command gap,
-   on a kill instead of a restart: ``BRPOP`` answered, the process killed before its
-   ``HSET unacked``: the message was in no list any more (seen once in ~20 runs of
-   tests/integration/test_worker_killed.py). Fix: while messages are waiting, the
-   channel takes them with one Lua script that pops a message *and* records it in
-   ``unacked`` (hash and index, as kombu's QoS.append writes them) in one atomic step
-   on the server; a kill at any moment leaves every message either queued or
-   unacknowledged, and the visibility timeout restores the latter. Only when every
+3. **A SIGKILLed worker must not lose a job it had not yet recorded.** The same
+   two-command gap, on a kill instead of a lost connection. Fix: while messages are
+   waiting, the channel takes them with one Lua script that pops a message *and*
+   records it in ``unacked`` (hash and index, as kombu's QoS.append writes them) in one
+   atomic step on the server; a kill at any moment leaves every message either queued
+   or unacknowledged, and the visibility timeout restores the latter. Only when every
    queue is empty does it block in ``BRPOP`` as kombu does, so an idle worker still
    wakes at once; the gap remains only for a message that arrives while the worker
    waits idle *and* a kill in the microseconds before it is recorded.
 
-4. **A busy worker waited up to a second between jobs.** Messages taken by fix 3 are
-   delivered inside the event loop's tick, where kombu only *sends* a ``BRPOP`` and
-   delivers on its reply. Celery's pool registers its writes to the children in a tick
-   callback of its own, and the tick callbacks are a ``set``: when the pool's ran first,
-   the delivered jobs waited for the next tick, and with no ``BRPOP`` in flight nothing
-   ended the loop's one-second wait. Which order a worker got depended on memory
-   addresses, so some workers ran 50 jobs/s instead of 400 with idle CPUs (first blamed
-   on the VM: bench/worker.md). Fix: after delivering, the channel rings a wake-up
-   socket the loop watches, so the next tick comes at once.
+4. **A busy worker must not wait between jobs.** Messages taken by fix 3 are delivered
+   inside the event loop's tick, where kombu only *sends* a ``BRPOP`` and delivers on
+   its reply. Celery's pool registers its writes to the children in a tick callback of
+   its own, and the tick callbacks are a ``set``: when the pool's ran first, the
+   delivered jobs waited for the next tick, and with no ``BRPOP`` in flight nothing
+   ended the loop's one-second wait. Which order a worker got depends on memory
+   addresses. Fix: after delivering, the channel rings a wake-up socket the loop
+   watches, so the next tick comes at once.
 
-5. **One message stopped every worker.** The main process decodes each message and
-   pickles its arguments to a pool child; a body nested 600 levels deep raised
-   ``RecursionError`` there, and seven malformed queue items (not JSON, a JSON array,
+5. **One message must not stop every worker.** The main process decodes each message
+   and pickles its arguments to a pool child; a deeply nested body raises
+   ``RecursionError`` there, and malformed queue items (not JSON, a JSON array,
    ``properties`` null, ``headers`` a string, a body that is an object, not base64 or not
-   ``[args, kwargs, embed]``) raised inside the consumer loop: the worker died, the
-   message was restored and killed the next worker. Fix: every item taken off a queue
+   ``[args, kwargs, embed]``) raise inside the consumer loop: the worker dies, the
+   message is restored and kills the next worker. Fix: every item taken off a queue
    passes the gate (workers/broker/gate.py) before kombu or Celery see it. What it
    cannot run is dead-lettered (workers/broker/dead_letters.py) and acknowledged; the
    rest is rebuilt from whitelisted, bounded parts. The pop script below already buries
@@ -72,9 +70,12 @@ exercised directly in tests/integration/test_faults_fixes.py.
    pool child (see :class:`QoS`); a pool child that died keeps it
    (workers/broker/requests.py tells the channel).
 
-Selected by ``broker_transport`` in config/celeryconfig.py for ``redis://`` and
-``rediss://`` brokers (both are this transport in kombu). Its own options arrive as
-the ``apportion_gate`` transport option (config/celeryconfig.py).
+Tasks trust what the gate writes into a message (its verdict header), so every broker
+scheme the settings accept has a gated transport here: :class:`Transport` for
+``redis://`` and ``rediss://``, :class:`SentinelTransport` for ``sentinel://``
+(selected by ``broker_transport`` in config/celeryconfig.py), and a worker refuses any
+other (workers/app.py). Its own options arrive as the ``apportion_gate`` transport
+option (config/celeryconfig.py).
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ class StreamPublisher(_Publisher):
     the client's retry policy) driven with ``send_command``/``read_response``. The client's
     ``execute_command`` adds a pool checkout with a non-blocking read to test the
     connection, observability hooks and response callbacks around the same bytes on
-    the wire, which costs a busy worker measurable CPU per event (bench/worker.md).
+    the wire, work a busy worker would otherwise pay for on every event.
     """
 
     def __init__(

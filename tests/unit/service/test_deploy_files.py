@@ -26,10 +26,15 @@ QUEUES = kinds.queues()
 REPO = Path(__file__).resolve().parents[3]
 
 
-def compose() -> dict[str, dict[str, Any]]:
+def compose(profile: str | None = None) -> dict[str, dict[str, Any]]:
+    """The services ``docker compose up`` starts (``--profile PROFILE``: that profile's)."""
     data = yaml.safe_load((REPO / "docker-compose.yml").read_text())
     services: dict[str, dict[str, Any]] = data["services"]
-    return services
+    return {
+        name: service
+        for name, service in services.items()
+        if (profile in service["profiles"] if "profiles" in service else profile is None)
+    }
 
 
 def procfile() -> dict[str, str]:
@@ -113,7 +118,7 @@ def test_long_queues_prefetch_one_message_at_a_time(queue: str) -> None:
 
 def test_every_apportion_setting_compose_sets_is_a_real_setting() -> None:
     known = {f"APPORTION_{name.upper()}" for name in Settings.model_fields}
-    for name, service in compose().items():
+    for name, service in {**compose(), **compose("sentinel")}.items():
         for variable in service.get("environment") or {}:
             if variable.startswith("APPORTION_"):
                 assert variable in known, f"{name}: {variable}"
@@ -147,3 +152,44 @@ def test_the_dockerfile_copies_only_paths_that_exist() -> None:
         if line.startswith("COPY "):
             for src in line.split()[1:-1]:
                 assert (REPO / src).exists(), src
+
+
+SENTINEL_URL = (
+    "sentinel://sentinel-1:26379;sentinel://sentinel-2:26379;sentinel://sentinel-3:26379/0"
+)
+
+
+def test_the_sentinel_profile_runs_a_primary_two_replicas_and_three_sentinels() -> None:
+    services = compose("sentinel")
+    commands = {name: [str(c) for c in s["command"]] for name, s in services.items()}
+
+    replicas = [n for n, c in commands.items() if "--replicaof" in c]
+    sentinels = [n for n, c in commands.items() if c[0] == "sh" and "--sentinel" in c[-1]]
+    assert sorted(replicas) == ["redis-replica-1", "redis-replica-2"]
+    assert all(
+        commands[n][commands[n].index("--replicaof") + 1] == "redis-primary" for n in replicas
+    )
+    assert sorted(sentinels) == ["sentinel-1", "sentinel-2", "sentinel-3"]
+    assert all(
+        "sentinel monitor apportion redis-primary 6379 2" in commands[n][-1] for n in sentinels
+    )
+    assert "--appendonly" in commands["redis-primary"]
+
+
+def test_the_sentinel_profiles_worker_and_flower_know_only_the_sentinels() -> None:
+    services = compose("sentinel")
+
+    for name in ("sentinel-worker", "sentinel-flower"):
+        environment = services[name]["environment"]
+        assert environment["APPORTION_REDIS_URL"] == SENTINEL_URL
+        assert environment["APPORTION_SENTINEL_MASTER"] == "apportion"
+        assert set(services[name]["depends_on"]) == {"sentinel-1", "sentinel-2", "sentinel-3"}
+        Settings(
+            redis_url=environment["APPORTION_REDIS_URL"],
+            sentinel_master=environment["APPORTION_SENTINEL_MASTER"],
+        )
+    flower = services["sentinel-flower"]
+    assert flower["environment"]["FLOWER_BASIC_AUTH"].startswith("${FLOWER_BASIC_AUTH:?")
+    assert all(port.startswith("127.0.0.1:") for port in flower["ports"])
+    command = [str(c) for c in services["sentinel-worker"]["command"]]
+    assert set(command[command.index("-Q") + 1].split(",")) == set(QUEUES)

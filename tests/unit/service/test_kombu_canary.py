@@ -111,3 +111,25 @@ def test_the_redis_transport_still_has(name: str, why: str) -> None:
     assert hasattr(kombu_redis.Transport, name), (
         f"kombu.transport.redis.Transport no longer has {name!r} ({why})"
     )
+
+
+SENTINEL_INTERNALS = {
+    "_sentinel_managed_pool": "overridden: reads the list of sentinels kombu may have "
+    "detached (fix 1)",
+    "from_transport_options": "extended with the apportion_gate option",
+    "connection_class": "each connection asks the sentinels where the master is",
+}
+
+
+@pytest.mark.parametrize(("name", "why"), SENTINEL_INTERNALS.items())
+def test_the_sentinel_channel_still_has(name: str, why: str) -> None:
+    assert hasattr(kombu_redis.SentinelChannel, name), (
+        f"kombu.transport.redis.SentinelChannel no longer has {name!r} ({why})"
+    )
+
+
+def test_the_sentinel_transport_reads_the_sentinels_from_the_connection_info() -> None:
+    # SentinelChannel._sentinel_managed_pool reads self.connection.client.alt: the list
+    # the fixed channel restores for it (workers/broker/transport.py, fix 1).
+    source = inspect.getsource(kombu_redis.SentinelChannel._sentinel_managed_pool)
+    assert "self.connection.client.alt" in source

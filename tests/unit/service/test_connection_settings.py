@@ -1,0 +1,133 @@
+"""Which Redis URLs the settings accept, what they make of them, and misspelt variables."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from apportion.config.celeryconfig import celery_config
+from apportion.config.settings import Settings, unknown_variables
+from apportion.workers.app import create_app, require_gate
+from apportion.workers.redis.client import error_text, make_redis, redact_url
+
+SENTINELS = "sentinel://:s3cret@h1:26379;sentinel://:s3cret@h2:26379;sentinel://:s3cret@h3:26379/0"
+
+
+def test_a_misspelt_variable_is_refused_with_the_closest_known_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("APPORTION_REDIS_ULR", "redis://cache:6379/0")
+
+    with pytest.raises(ValidationError, match="did you mean APPORTION_REDIS_URL\\?"):
+        Settings()
+
+
+@pytest.mark.parametrize(
+    ("variable", "closest"),
+    [
+        ("APPORTION_LIMITS__MAX_POLS", "APPORTION_LIMITS__MAX_POOLS"),
+        ("APPORTION_SENTINEL_MASTR", "APPORTION_SENTINEL_MASTER"),
+        ("APPORTION_LOG_FORMATT", "APPORTION_LOG_FORMAT"),
+        ("APPORTION_TIMELIMITS__PARTITION__HARD", "APPORTION_TIME_LIMITS__PARTITION__HARD"),
+    ],
+)
+def test_nested_and_read_elsewhere_names_are_suggested_too(variable: str, closest: str) -> None:
+    assert unknown_variables({variable: "1"}) == [
+        f"unknown environment variable {variable}; did you mean {closest}?"
+    ]
+
+
+def test_every_name_the_project_reads_is_known() -> None:
+    environ = dict.fromkeys(
+        [
+            "APPORTION_REDIS_URL",
+            "APPORTION_SENTINEL_MASTER",
+            "APPORTION_LIMITS__MAX_POOLS",
+            "APPORTION_TIME_LIMITS__PARTITION__HARD",
+            "APPORTION_SIMULATED_FAILURE_RATES__EC2",
+            "APPORTION_KIND_MODULES",
+            "APPORTION_LOG_FORMAT",
+            "APPORTION_LOG_CELERY_TASK_LINES",
+            "APPORTION_REQUIRE_REDIS",
+            "APPORTION_GOLDEN_RECORD",
+            "OTHER_TOOL_SETTING",
+        ],
+        "1",
+    )
+    assert unknown_variables(environ) == []
+
+
+def test_sentinel_urls_need_the_master_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("APPORTION_REDIS_URL", SENTINELS)
+
+    with pytest.raises(ValidationError, match="set APPORTION_SENTINEL_MASTER") as refused:
+        Settings()
+    assert "s3cret" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "amqp://guest:s3cret@rabbit//",
+        "memory://",
+        "unix:///var/run/redis.sock",
+        "redis://h:6379/0;sentinel://h:26379",
+        "rediss://:s3cret@h:6380/0",
+    ],
+)
+def test_urls_without_a_gated_transport_or_a_certificate_check_are_refused(url: str) -> None:
+    with pytest.raises(ValidationError, match="APPORTION_REDIS_URL") as refused:
+        Settings(redis_url=url)
+    assert "s3cret" not in str(refused.value)
+
+
+def test_sentinel_settings_reach_the_broker_the_result_backend_and_the_transport() -> None:
+    settings = Settings(redis_url=SENTINELS, sentinel_master="mymaster", sentinel_password="sp")
+    conf = celery_config(settings)
+
+    assert conf["broker_transport"] == "apportion.workers.broker.transport:SentinelTransport"
+    for options in (conf["broker_transport_options"], conf["result_backend_transport_options"]):
+        assert options["master_name"] == "mymaster"
+        assert options["sentinel_kwargs"]["password"] == "sp"
+    require_gate(create_app(settings))  # a worker on it starts
+
+
+def test_a_worker_refuses_a_broker_whose_transport_has_no_gate() -> None:
+    app = create_app(Settings(redis_url="redis://127.0.0.1:1/0"))
+    app.conf.broker_transport = None  # kombu's own Redis transport
+
+    with pytest.raises(RuntimeError, match="refusing to start"):
+        require_gate(app)
+
+
+def test_apportions_own_clients_ask_the_sentinels_for_the_master() -> None:
+    client = make_redis(SENTINELS, sentinel_master="mymaster", sentinel_password="sp")
+    pool = client.connection_pool
+
+    assert pool.service_name == "mymaster"
+    assert [
+        (c.connection_pool.connection_kwargs["host"]) for c in pool.sentinel_manager.sentinels
+    ] == [
+        "h1",
+        "h2",
+        "h3",
+    ]
+    assert pool.connection_kwargs["password"] == "s3cret"
+    assert pool.sentinel_manager.sentinels[0].connection_pool.connection_kwargs["password"] == "sp"
+
+
+def test_printed_urls_never_carry_a_password() -> None:
+    assert redact_url(SENTINELS) == (
+        "sentinel://:***@h1:26379;sentinel://:***@h2:26379;sentinel://:***@h3:26379/0"
+    )
+    assert redact_url("rediss://app:pw@h:6380/0?ssl_cert_reqs=required&password=pw") == (
+        "rediss://app:***@h:6380/0?ssl_cert_reqs=required&password=***"
+    )
+    assert redact_url("redis://h:6379/0") == "redis://h:6379/0"
+
+
+def test_a_missing_master_is_one_short_line() -> None:
+    long = Exception("No master found for 'mymaster' : <redis.client.Redis(...)> - network")
+    assert error_text(long) == (
+        "No master found for 'mymaster': no sentinel answered with a reachable master"
+    )
