@@ -99,10 +99,12 @@ def test_all_jobs_are_answered_exactly_once_when_the_primary_is_killed_under_the
         sender.join(60)
         try:
             wait_until(lambda: answered() >= JOBS, 60, interval=0.2, what="every job answered")
-        except TimeoutError:
+        except TimeoutError as exc:
             missing = {j.key for j in jobs} - set(event_counts(reader, {"partition"}))
             state = queued_and_unacked(reader), unacked_task_ids(reader)
-            raise AssertionError(f"unanswered: {sorted(missing)}; queued, unacked: {state}")
+            raise AssertionError(
+                f"unanswered: {sorted(missing)}; queued, unacked: {state}"
+            ) from exc
         time.sleep(1.0)  # a duplicate would arrive now, if at all
         counts = event_counts(reader, {"partition"})
         alive = worker.alive and worker.proc is not None and worker.proc.pid == pid

@@ -53,19 +53,28 @@ class RedisServer:
     password: str | None = None
     username: str | None = None
     extra_args: tuple[str, ...] = ()
+    # TLS only, on ``port``: the server's certificate and key, and the CA that signed it.
+    tls: tuple[Path, Path, Path] | None = None
 
     @property
     def url(self) -> str:
         auth = f"{self.username or ''}:{self.password}@" if self.password else ""
+        if self.tls is not None:
+            query = f"ssl_cert_reqs=required&ssl_ca_certs={self.tls[2]}"
+            return f"rediss://{auth}127.0.0.1:{self.port}/0?{query}"
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def client(self) -> redis.Redis:
+        tls: dict[str, Any] = {}
+        if self.tls is not None:
+            tls = {"ssl": True, "ssl_ca_certs": str(self.tls[2]), "ssl_cert_reqs": "required"}
         return redis.Redis(
             host="127.0.0.1",
             port=self.port,
             username=self.username,
             password=self.password,
             socket_timeout=5,
+            **tls,
         )
 
     def start(self) -> None:
@@ -93,6 +102,11 @@ class RedisServer:
             args += ["--user", "default", "off"]
         elif self.password:
             args += ["--requirepass", self.password]
+        if self.tls is not None:
+            cert, key, ca = self.tls
+            args += ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(cert)]
+            args += ["--tls-key-file", str(key), "--tls-ca-cert-file", str(ca)]
+            args += ["--tls-auth-clients", "no"]
         args += self.extra_args
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 

@@ -83,13 +83,14 @@ def _sentinel_client(
             "retry": Retry(NoBackoff(), 0),
         },
     )
-    return sentinel.master_for(
+    client: redis.Redis = sentinel.master_for(
         master,
         username=unquote(first.username) if first.username else None,
         password=unquote(first.password) if first.password else None,
         db=int(db) if db else 0,
         **options,
     )
+    return client
 
 
 def client_for(settings: Settings, *, timeout: float = 5.0, retries: int = 6) -> redis.Redis:
