@@ -14,6 +14,7 @@ Run 10 times in a row on a loaded 2-core machine before it joined the suite (10 
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -25,7 +26,8 @@ import redis
 from apportion.config.settings import Settings
 from apportion.workers.app import create_app
 from apportion.workers.redis.client import make_redis
-from tests.conftest import REQUIRE_REDIS
+from tests.acceptance.cli import apportion
+from tests.conftest import REQUIRE_REDIS, load_example
 from tests.integration.conftest import worker_env
 from tests.support.jobs import event_counts, make_job, queued_and_unacked, unacked_task_ids
 from tests.support.processes import SentinelCluster, Worker, wait_until
@@ -66,8 +68,9 @@ def test_all_jobs_are_answered_exactly_once_when_the_primary_is_killed_under_the
     worker.start()
     settings = Settings(redis_url=cluster.url, sentinel_master=cluster.master)
     producer = create_app(settings)
-    reader = make_redis(cluster.url, sentinel_master=cluster.master, retries=10)
+    reader = make_redis(cluster.url, sentinel_master=cluster.master, timeout=2, retries=0)
     jobs = [make_job("partition", "failover", i) for i in range(JOBS)]
+    keys = {j.key for j in jobs}
     errors: list[BaseException] = []
 
     def send() -> None:
@@ -80,41 +83,51 @@ def test_all_jobs_are_answered_exactly_once_when_the_primary_is_killed_under_the
 
     def answered() -> int:
         try:
-            return len(event_counts(reader, {"partition"}))
+            return len(keys & set(event_counts(reader, {"partition"})))
         except redis.ConnectionError:  # the failover is still under way
             return -1
 
+    cli_env = {"APPORTION_REDIS_URL": cluster.url, "APPORTION_SENTINEL_MASTER": cluster.master}
     try:
         pid = worker.proc.pid  # type: ignore[union-attr]
         old = cluster.primary()
+        # The commands too, through the sentinels: submit waits on the result backend.
+        job = {**load_example("partition.json"), "job_id": "through-sentinel"}
+        submitted = apportion(
+            "submit", "partition", "-", "--wait", stdin=json.dumps(job), env=cli_env
+        )
+        assert (submitted.returncode, json.loads(submitted.stdout)["status"]) == (0, "ok")
         sender = threading.Thread(target=send)
         sender.start()
         wait_until(lambda: answered() >= 200, 60, interval=0.1, what="jobs flowing")
         assert old.proc is not None
         counts_before = event_counts(reader, {"partition"})
         old.proc.kill()  # SIGKILL: no goodbye to clients or replicas
-        killed_at, before = time.monotonic(), len(counts_before)
+        killed_at, before = time.monotonic(), len(keys & set(counts_before))
         wait_until(lambda: answered() > before + 10, 40, interval=0.1, what="answers again")
         resumed = time.monotonic() - killed_at
         sender.join(60)
         try:
             wait_until(lambda: answered() >= JOBS, 60, interval=0.2, what="every job answered")
         except TimeoutError as exc:
-            missing = {j.key for j in jobs} - set(event_counts(reader, {"partition"}))
+            missing = keys - set(event_counts(reader, {"partition"}))
             state = queued_and_unacked(reader), unacked_task_ids(reader)
             raise AssertionError(
                 f"unanswered: {sorted(missing)}; queued, unacked: {state}"
             ) from exc
         time.sleep(1.0)  # a duplicate would arrive now, if at all
         counts = event_counts(reader, {"partition"})
+        health = apportion("health", "--queue", "partition", "--timeout", "5", env=cli_env)
         alive = worker.alive and worker.proc is not None and worker.proc.pid == pid
     finally:
         worker.stop()
         producer.close()
 
     assert errors == []
+    assert health.returncode == 0, health.stdout
+    assert f"redis   {cluster.url}  ok" in health.stdout
     assert cluster.primary_port() != old.port
-    assert set(counts) == {j.key for j in jobs}
+    assert set(counts) == {*keys, "through-sentinel"}
     assert max(counts.values()) == 1
     assert alive  # the same worker process throughout
     log = worker.log_text()

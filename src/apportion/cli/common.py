@@ -65,7 +65,21 @@ def settings() -> Settings:
     try:
         return get_settings()
     except ValueError as exc:  # pydantic ValidationError is a ValueError
-        raise UsageError(f"invalid APPORTION_* configuration: {exc}") from exc
+        raise UsageError(f"invalid APPORTION_* configuration: {config_error(exc)}") from exc
+
+
+def config_error(exc: ValueError) -> str:
+    """A settings error in one line per problem, each naming its variable (never a value:
+    a URL holds a password)."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return str(exc)
+    lines = []
+    for error in errors(include_input=False, include_url=False):
+        where = "__".join(str(part) for part in error["loc"]).upper()
+        message = str(error["msg"]).removeprefix("Value error, ")
+        lines.append(f"APPORTION_{where}: {message}" if where else message)
+    return "; ".join(lines)
 
 
 @functools.cache
@@ -76,7 +90,7 @@ def engine_settings() -> EngineSettings:
     try:
         return EngineSettings()
     except ValueError as exc:
-        raise UsageError(f"invalid APPORTION_* configuration: {exc}") from exc
+        raise UsageError(f"invalid APPORTION_* configuration: {config_error(exc)}") from exc
 
 
 def check_kind(kind: str) -> None:

@@ -53,6 +53,13 @@ def run_worker(argv: Sequence[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
         print(f"apportion worker: {HELP}.\nCelery's worker options follow.\n", flush=True)
     from apportion import kinds
+    from apportion.cli.common import EXIT_USAGE, UsageError, settings
+
+    try:
+        settings()  # a misconfiguration is one clear line, before Celery starts
+    except UsageError as exc:
+        print(f"apportion worker: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     from apportion.workers.app import app
 
     app.worker_main(worker_argv(argv, kinds.queues()))

@@ -9,6 +9,7 @@ from apportion.config.celeryconfig import celery_config
 from apportion.config.settings import Settings, unknown_variables
 from apportion.workers.app import create_app, require_gate
 from apportion.workers.redis.client import error_text, make_redis, redact_url
+from tests.acceptance.cli import apportion
 
 SENTINELS = "sentinel://:s3cret@h1:26379;sentinel://:s3cret@h2:26379;sentinel://:s3cret@h3:26379/0"
 
@@ -131,3 +132,21 @@ def test_a_missing_master_is_one_short_line() -> None:
     assert error_text(long) == (
         "No master found for 'mymaster': no sentinel answered with a reachable master"
     )
+
+
+@pytest.mark.parametrize(
+    "command", [["worker", "-c", "1"], ["health"], ["submit", "partition", "-"]]
+)
+def test_the_worker_and_the_commands_stop_at_start_up_on_a_misspelt_variable(
+    command: list[str],
+) -> None:
+    env = {"APPORTION_REDIS_ULR": "redis://:s3cret@cache:6379/0"}
+
+    proc = apportion(*command, stdin="{}", env=env, timeout=60)
+
+    assert proc.returncode == 2
+    assert proc.stderr.strip().endswith(
+        "unknown environment variable APPORTION_REDIS_ULR; did you mean APPORTION_REDIS_URL?"
+    )
+    assert "Traceback" not in proc.stderr
+    assert "s3cret" not in proc.stdout + proc.stderr
