@@ -10,6 +10,7 @@ and Ubuntu's redis-server are built with TLS; one built without it skips this te
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import uuid
@@ -21,6 +22,7 @@ import pytest
 from tests.acceptance.cli import apportion
 from tests.conftest import load_example
 from tests.integration.conftest import worker_env
+from tests.integration.test_interop import NODE_PRODUCER, _node
 from tests.support.processes import RedisServer, free_port, running_worker
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker]
@@ -77,12 +79,34 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     server.stop()
 
 
-def test_the_worker_submit_and_health_work_over_tls(server: RedisServer, tmp_path: Path) -> None:
+def node_producer(server: RedisServer, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """The Node producer over TLS: the URL without Python's ssl_* parameters, the CA in
+    NODE_EXTRA_CA_CERTS (docs/operations.md)."""
+    job_file = tmp_path / "node-job.json"
+    job_file.write_text(json.dumps({**load_example("partition.json"), "job_id": "node-tls"}))
+    assert server.tls is not None
+    return subprocess.run(
+        [_node(), str(NODE_PRODUCER / "producer.mjs"), "partition", str(job_file)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            **os.environ,
+            "REDIS_URL": f"rediss://:{PASSWORD}@127.0.0.1:{server.port}/0",
+            "NODE_EXTRA_CA_CERTS": str(server.tls[2]),
+        },
+    )
+
+
+def test_the_worker_submit_health_and_the_node_producer_work_over_tls(
+    server: RedisServer, tmp_path: Path
+) -> None:
     env = {"APPORTION_REDIS_URL": server.url}
     job = {**load_example("partition.json"), "job_id": f"tls-{uuid.uuid4()}"}
     with running_worker(worker_env(server.url), tmp_path / "worker.log") as worker:
         submitted = apportion("submit", "partition", "-", "--wait", stdin=json.dumps(job), env=env)
         health = apportion("health", "--timeout", "5", env=env)
+        node = node_producer(server, tmp_path)
         log = worker.log_text()
 
     assert submitted.returncode == 0, submitted.stderr
@@ -91,6 +115,8 @@ def test_the_worker_submit_and_health_work_over_tls(server: RedisServer, tmp_pat
     assert (
         f"redis   rediss://:***@127.0.0.1:{server.port}/0?ssl_cert_reqs=required" in health.stdout
     )
+    assert node.returncode == 0, node.stderr
+    assert json.loads(node.stdout)["envelope"]["status"] == "ok"
     assert "rediss://" in log
     assert PASSWORD not in log + health.stdout + submitted.stderr
 
