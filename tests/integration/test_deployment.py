@@ -189,7 +189,14 @@ def test_compose_validates_the_file_and_requires_flowers_credentials() -> None:
         [*compose, "config", "-q"], cwd=REPO, env=env_without, capture_output=True, text=True
     )
 
+    sentinel = subprocess.run(
+        [*compose, "--profile", "sentinel", "config"], cwd=REPO, env=env, capture_output=True
+    )
+
     assert valid.returncode == 0, valid.stderr
     assert b"apportion health --queue partition" in resolved.stdout
+    assert sentinel.returncode == 0, sentinel.stderr
+    assert b"sentinel monitor apportion redis-primary 6379 2" in sentinel.stdout
+    assert b"APPORTION_SENTINEL_MASTER: apportion" in sentinel.stdout
     assert refused.returncode != 0
     assert "set FLOWER_BASIC_AUTH" in refused.stderr
