@@ -332,7 +332,7 @@ def unknown_variables(environ: Mapping[str, str]) -> list[str]:
         if not name.startswith("APPORTION_") or name in known or name.startswith(tuple(prefixes)):
             continue
         close = difflib.get_close_matches(name, exact, n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]}?" if close else " (docs/operations.md lists them)"
+        hint = f"; did you mean {close[0]}?" if close else " (README.md, Configuration, lists them)"
         out.append(f"unknown environment variable {variable}{hint}")
     return out
 

@@ -142,12 +142,14 @@ class SentinelCluster:
     """One primary, two replicas and three sentinels (``redis-server CONF --sentinel``),
     all on free ports in ``workdir``; quick to fail over (down after 1 s).
 
-    ``password`` guards the primary and replicas (the sentinels reach them with it).
+    ``password`` guards the primary and replicas (the sentinels reach them with it),
+    ``sentinel_password`` the sentinels themselves.
     """
 
     workdir: Path
     master: str = "apportion"
     password: str | None = None
+    sentinel_password: str | None = None
     servers: list[RedisServer] = field(default_factory=list)
     sentinels: list[subprocess.Popen[bytes]] = field(default_factory=list)
     sentinel_ports: list[int] = field(default_factory=list)
@@ -193,6 +195,11 @@ class SentinelCluster:
             ]
             if self.password:
                 lines.append(f"sentinel auth-pass {self.master} {self.password}")
+            if self.sentinel_password:
+                lines += [
+                    f"requirepass {self.sentinel_password}",
+                    f"sentinel sentinel-pass {self.sentinel_password}",
+                ]
             conf.write_text("\n".join(lines) + "\n")
             self.sentinels.append(
                 subprocess.Popen(
@@ -205,7 +212,9 @@ class SentinelCluster:
         wait_until(self._ready, 30, interval=0.2, what="sentinels watching 2 replicas")
 
     def _sentinel_view(self, port: int) -> dict[str, Any]:
-        with redis.Redis(host="127.0.0.1", port=port, socket_timeout=2) as client:
+        with redis.Redis(
+            host="127.0.0.1", port=port, password=self.sentinel_password, socket_timeout=2
+        ) as client:
             found: dict[str, Any] = client.sentinel_master(self.master)
             return found
 

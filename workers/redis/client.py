@@ -7,6 +7,7 @@ Sentinel one, TLS options) is supported in one place.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Any
 from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
@@ -123,7 +124,11 @@ def error_text(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     if "No master found" in text:
         head = text.split(" : ", 1)[0]
-        return f"{head}: no sentinel answered with a reachable master"
+        # What each sentinel answered, as redis-py tags it ("network:ConnectionError",
+        # "auth:AuthenticationError": the sentinels want APPORTION_SENTINEL_PASSWORD).
+        answers = sorted(set(re.findall(r"> - (\w+:\w+)", text)))
+        detail = f" ({', '.join(answers)})" if answers else ""
+        return f"{head}: no sentinel answered with a reachable master{detail}"
     return text
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -10,6 +13,11 @@ from apportion.config.settings import Settings, unknown_variables
 from apportion.workers.app import create_app, require_gate
 from apportion.workers.redis.client import error_text, make_redis, redact_url
 from tests.acceptance.cli import apportion
+
+REPO = Path(__file__).resolve().parents[3]
+# Everything but the tests themselves, which set misspelt names on purpose.
+PRODUCT_PATHS = ("workers", "src", "config", "tasks", "bench", "scripts", "examples")
+PRODUCT_PATHS += ("tests/support", "Dockerfile", "Procfile", "docker-compose.yml", ".ci")
 
 SENTINELS = "sentinel://:s3cret@h1:26379;sentinel://:s3cret@h2:26379;sentinel://:s3cret@h3:26379/0"
 
@@ -56,6 +64,21 @@ def test_every_name_the_project_reads_is_known() -> None:
         "1",
     )
     assert unknown_variables(environ) == []
+
+
+def test_every_apportion_variable_named_outside_the_tests_is_known() -> None:
+    # A variable the project reads outside Settings (logging, the test harnesses,
+    # whatever comes next) must be listed in config/settings.py READ_ELSEWHERE, or the
+    # worker refuses to start wherever it is set.
+    named = subprocess.run(
+        ["git", "grep", "-ohE", "APPORTION_[A-Z0-9_]*[A-Z0-9]", "--", *PRODUCT_PATHS],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+
+    assert unknown_variables(dict.fromkeys(named, "")) == []
 
 
 def test_sentinel_urls_need_the_master_name(monkeypatch: pytest.MonkeyPatch) -> None:
