@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from kombu import Exchange, Queue
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from apportion import kinds
 from apportion.config.settings import Settings, url_scheme
@@ -53,7 +55,13 @@ def sentinel_options(settings: Settings) -> dict[str, Any]:
     (both ignore them for redis:// URLs)."""
     if settings.sentinel_master is None:
         return {}
-    sentinel_kwargs: dict[str, Any] = {"socket_timeout": 5, "socket_connect_timeout": 5}
+    # A sentinel answers at once or not at all: no retries of its own (redis-py's default
+    # retries each one three times with seconds of backoff), the next sentinel is asked.
+    sentinel_kwargs: dict[str, Any] = {
+        "socket_timeout": 5,
+        "socket_connect_timeout": 5,
+        "retry": Retry(NoBackoff(), 0),
+    }
     if settings.sentinel_password is not None:
         sentinel_kwargs["password"] = settings.sentinel_secret
     return {"master_name": settings.sentinel_master, "sentinel_kwargs": sentinel_kwargs}

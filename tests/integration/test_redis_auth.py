@@ -59,7 +59,7 @@ def password_url(server: RedisServer) -> str:
 @pytest.fixture(scope="module")
 def worker(server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
     log = tmp_path_factory.mktemp("worker-auth") / "worker.log"
-    with running_worker(worker_env(acl_url(server)), log) as w:
+    with running_worker(worker_env(acl_url(server)), log, concurrency=1) as w:
         yield w
 
 
@@ -93,15 +93,17 @@ def test_submit_events_and_health_work_with_a_password_and_an_acl_user_and_never
         "--kind",
         "partition",
         "--json",
+        "--count",
+        "1",
         "--idle-exit",
-        "3",
+        "10",
         env={"APPORTION_REDIS_URL": acl_url(server)},
     )
     health = apportion(
-        "health", "--timeout", "5", env={"APPORTION_REDIS_URL": password_url(server)}
+        "health", "--timeout", "2", env={"APPORTION_REDIS_URL": password_url(server)}
     )
     as_json = apportion(
-        "health", "--json", "--timeout", "5", env={"APPORTION_REDIS_URL": acl_url(server)}
+        "health", "--json", "--timeout", "2", env={"APPORTION_REDIS_URL": acl_url(server)}
     )
 
     assert submitted.returncode == 0, submitted.stderr
@@ -124,6 +126,8 @@ def test_a_wrong_password_is_reported_without_the_password(server: RedisServer) 
         "submit",
         "partition",
         "-",
+        "--connect-retries",
+        "1",
         stdin=json.dumps(load_example("partition.json")),
         env={"APPORTION_REDIS_URL": wrong},
         timeout=60,

@@ -103,9 +103,9 @@ def test_the_worker_submit_health_and_the_node_producer_work_over_tls(
 ) -> None:
     env = {"APPORTION_REDIS_URL": server.url}
     job = {**load_example("partition.json"), "job_id": f"tls-{uuid.uuid4()}"}
-    with running_worker(worker_env(server.url), tmp_path / "worker.log") as worker:
+    with running_worker(worker_env(server.url), tmp_path / "worker.log", concurrency=1) as worker:
         submitted = apportion("submit", "partition", "-", "--wait", stdin=json.dumps(job), env=env)
-        health = apportion("health", "--timeout", "5", env=env)
+        health = apportion("health", "--timeout", "2", env=env)
         node = node_producer(server, tmp_path)
         log = worker.log_text()
 

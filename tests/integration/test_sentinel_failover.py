@@ -117,7 +117,7 @@ def test_all_jobs_are_answered_exactly_once_when_the_primary_is_killed_under_the
             ) from exc
         time.sleep(1.0)  # a duplicate would arrive now, if at all
         counts = event_counts(reader, {"partition"})
-        health = apportion("health", "--queue", "partition", "--timeout", "5", env=cli_env)
+        health = apportion("health", "--queue", "partition", "--timeout", "3", env=cli_env)
         alive = worker.alive and worker.proc is not None and worker.proc.pid == pid
     finally:
         worker.stop()

@@ -173,3 +173,21 @@ def test_the_worker_and_the_commands_stop_at_start_up_on_a_misspelt_variable(
     )
     assert "Traceback" not in proc.stderr
     assert "s3cret" not in proc.stdout + proc.stderr
+
+
+def test_submit_says_it_cannot_reach_the_broker_when_no_sentinel_answers() -> None:
+    env = {
+        "APPORTION_REDIS_URL": "sentinel://:s3cret@127.0.0.1:1;sentinel://:s3cret@127.0.0.1:2/0",
+        "APPORTION_SENTINEL_MASTER": "mymaster",
+    }
+
+    proc = apportion("submit", "partition", "-", "--connect-retries", "1", stdin="{}", env=env)
+
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(
+        "apportion submit: cannot reach the broker at "
+        "sentinel://:***@127.0.0.1:1;sentinel://:***@127.0.0.1:2/0: "
+        "No master found for 'mymaster': no sentinel answered with a reachable master"
+    )
+    assert "Traceback" not in proc.stderr
+    assert "s3cret" not in proc.stdout + proc.stderr
