@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +26,7 @@ import redis
 
 from apportion.config.settings import Settings
 from apportion.workers.app import create_app
-from apportion.workers.redis.client import make_redis
+from apportion.workers.redis.client import make_redis, redact_url
 from tests.acceptance.cli import apportion
 from tests.conftest import REQUIRE_REDIS, load_example
 from tests.integration.conftest import worker_env
@@ -35,6 +36,10 @@ from tests.support.processes import SentinelCluster, Worker, wait_until
 pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow]
 
 JOBS = 1000
+# The primary and replicas, and the sentinels, each want a password of their own.
+PASSWORD = f"pw-{uuid.uuid4().hex}"
+SENTINEL_PASSWORD = f"spw-{uuid.uuid4().hex}"
+SENTINEL_ENV = {"APPORTION_SENTINEL_PASSWORD": SENTINEL_PASSWORD}
 # A job whose acknowledgement went to the dead primary is redelivered after the
 # visibility timeout (and publishes nothing new): keep it short.
 LIMITS = {
@@ -49,7 +54,9 @@ LIMITS = {
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[SentinelCluster]:
-    cluster = SentinelCluster(tmp_path / "redis")
+    cluster = SentinelCluster(
+        tmp_path / "redis", password=PASSWORD, sentinel_password=SENTINEL_PASSWORD
+    )
     try:
         cluster.start()
     except FileNotFoundError:
@@ -63,12 +70,24 @@ def cluster(tmp_path: Path) -> Iterator[SentinelCluster]:
 def test_all_jobs_are_answered_exactly_once_when_the_primary_is_killed_under_them(
     cluster: SentinelCluster, tmp_path: Path
 ) -> None:
-    env = worker_env(cluster.url, APPORTION_SENTINEL_MASTER=cluster.master, **LIMITS)
+    env = worker_env(
+        cluster.url, APPORTION_SENTINEL_MASTER=cluster.master, **SENTINEL_ENV, **LIMITS
+    )
     worker = Worker(env=env, logfile=tmp_path / "worker.log", queues="partition")
     worker.start()
-    settings = Settings(redis_url=cluster.url, sentinel_master=cluster.master)
+    settings = Settings(
+        redis_url=cluster.url,
+        sentinel_master=cluster.master,
+        sentinel_password=SENTINEL_PASSWORD,
+    )
     producer = create_app(settings)
-    reader = make_redis(cluster.url, sentinel_master=cluster.master, timeout=2, retries=0)
+    reader = make_redis(
+        cluster.url,
+        sentinel_master=cluster.master,
+        sentinel_password=SENTINEL_PASSWORD,
+        timeout=2,
+        retries=0,
+    )
     jobs = [make_job("partition", "failover", i) for i in range(JOBS)]
     keys = {j.key for j in jobs}
     errors: list[BaseException] = []
@@ -87,7 +106,11 @@ def test_all_jobs_are_answered_exactly_once_when_the_primary_is_killed_under_the
         except redis.ConnectionError:  # the failover is still under way
             return -1
 
-    cli_env = {"APPORTION_REDIS_URL": cluster.url, "APPORTION_SENTINEL_MASTER": cluster.master}
+    cli_env = {
+        "APPORTION_REDIS_URL": cluster.url,
+        "APPORTION_SENTINEL_MASTER": cluster.master,
+        **SENTINEL_ENV,
+    }
     try:
         pid = worker.proc.pid  # type: ignore[union-attr]
         old = cluster.primary()
@@ -125,11 +148,14 @@ def test_all_jobs_are_answered_exactly_once_when_the_primary_is_killed_under_the
 
     assert errors == []
     assert health.returncode == 0, health.stdout
-    assert f"redis   {cluster.url}  ok" in health.stdout
+    assert f"redis   {redact_url(cluster.url)}  ok" in health.stdout
     assert cluster.primary_port() != old.port
     assert set(counts) == {*keys, "through-sentinel"}
     assert max(counts.values()) == 1
     assert alive  # the same worker process throughout
     log = worker.log_text()
     assert "Unrecoverable error" not in log
+    outputs = log + submitted.stdout + submitted.stderr + health.stdout + health.stderr
+    assert PASSWORD not in outputs
+    assert SENTINEL_PASSWORD not in outputs
     print(f"\n{JOBS} jobs; answers resumed {resumed:.1f} s after the primary was killed")
