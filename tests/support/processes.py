@@ -140,7 +140,9 @@ class RedisServer:
 @dataclass
 class SentinelCluster:
     """One primary, two replicas and three sentinels (``redis-server CONF --sentinel``),
-    all on free ports in ``workdir``; quick to fail over (down after 1 s).
+    all on free ports in ``workdir``; quick to fail over (down after 2 s: with 1 s, a
+    loaded machine made sentinels take the just promoted replica for dead too, and fail
+    over a second time).
 
     ``password`` guards the primary and replicas (the sentinels reach them with it),
     ``sentinel_password`` the sentinels themselves.
@@ -189,7 +191,7 @@ class SentinelCluster:
                 f"dir {folder}",
                 f"logfile {folder / 'sentinel.log'}",
                 f"sentinel monitor {self.master} 127.0.0.1 {primary.port} 2",
-                f"sentinel down-after-milliseconds {self.master} 1000",
+                f"sentinel down-after-milliseconds {self.master} 2000",
                 f"sentinel failover-timeout {self.master} 3000",
                 f"sentinel parallel-syncs {self.master} 2",
             ]

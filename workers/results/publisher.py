@@ -194,6 +194,10 @@ class StreamPublisher(_Publisher):
         return conn
 
     def _publish_once(self, conn: ConnectionInterface, args: list[Any]) -> Any:
+        # A no-op while connected. After a failure, reconnecting here rather than inside
+        # send_command matters behind Sentinel: only connect() asks the sentinels where
+        # the master is now, send_command reconnects to the address it had.
+        conn.connect()
         try:
             try:
                 return self._command(conn, "EVALSHA", _PUBLISH_ONCE_SHA, 2, *args)
