@@ -142,6 +142,7 @@ def test_all_jobs_are_answered_exactly_once_when_the_primary_is_killed_under_the
         time.sleep(1.0)  # a duplicate would arrive now, if at all
         counts = event_counts(reader, {"partition"})
         health = apportion("health", "--queue", "partition", "--timeout", "3", env=cli_env)
+        events = apportion("events", "--kind", "partition", "--json", "--count", "1", env=cli_env)
         alive = worker.alive and worker.proc is not None and worker.proc.pid == pid
     finally:
         worker.stop()
@@ -149,6 +150,8 @@ def test_all_jobs_are_answered_exactly_once_when_the_primary_is_killed_under_the
 
     assert errors == []
     assert health.returncode == 0, health.stdout
+    assert events.returncode == 0, events.stderr
+    assert json.loads(events.stdout)["job_id"] in counts
     assert f"redis   {redact_url(cluster.url)}  ok" in health.stdout
     assert cluster.primary_port() != old.port
     assert set(counts) == {*keys, "through-sentinel"}
@@ -156,7 +159,7 @@ def test_all_jobs_are_answered_exactly_once_when_the_primary_is_killed_under_the
     assert alive  # the same worker process throughout
     log = worker.log_text()
     assert "Unrecoverable error" not in log
-    outputs = log + submitted.stdout + submitted.stderr + health.stdout + health.stderr
+    outputs = log + "".join(p.stdout + p.stderr for p in (submitted, health, events))
     assert PASSWORD not in outputs
     assert SENTINEL_PASSWORD not in outputs
     print(f"\n{JOBS} jobs; answers resumed {resumed:.1f} s after the primary was killed")
