@@ -56,6 +56,7 @@ URL_SCHEMES = ("redis", "rediss", "sentinel")
 # in its test and benchmark harnesses). Every other APPORTION_* name that is not a
 # setting is refused at start-up: a misspelt setting must not fall back to a default.
 READ_ELSEWHERE: dict[str, str] = {
+    "APPORTION_STUDIO_TOKEN": "apportion studio: the token its API requires (cli/studio.py)",
     "APPORTION_REQUIRE_REDIS": "tests: a missing redis-server fails instead of skipping",
     "APPORTION_GOLDEN_RECORD": "tests: record every job an engine answers (tests/support)",
     "APPORTION_TEST_SLOW_SOLVE": "tests: the fault-injection worker's slow engine",
