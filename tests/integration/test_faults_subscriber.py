@@ -62,6 +62,10 @@ def publish(client: redis.Redis, start: int, n: int, pause: float = 0.0) -> None
             time.sleep(pause)
 
 
+def consumers(client: redis.Redis) -> set[str]:
+    return {c["name"].decode() for c in client.xinfo_consumers(STREAM, GROUP)}
+
+
 class Subscriber:
     """One `apportion events` process; its stdout (JSON lines) goes to a file."""
 
@@ -114,7 +118,13 @@ def test_killed_subscribers_resume_or_are_taken_over_without_missing_entries(
 ) -> None:
     client = server.client()
     publish(client, 0, BEFORE)
-    late = threading.Thread(target=publish, args=(server.client(), BEFORE, DURING, 0.002))
+    # Events arrive while A is restarted and again once B has joined: B has entries of
+    # its own to read however fast the restarted A drains the backlog.
+    half = DURING // 2
+    late = threading.Thread(target=publish, args=(server.client(), BEFORE, half, 0.002))
+    later = threading.Thread(
+        target=publish, args=(server.client(), BEFORE + half, DURING - half, 0.002)
+    )
 
     # 1. Consumer A is killed mid-stream, then restarted under the same name.
     a1 = Subscriber(server.url, "A", tmp_path / "a1.jsonl")
@@ -126,9 +136,11 @@ def test_killed_subscribers_resume_or_are_taken_over_without_missing_entries(
 
     # 2. Consumer B joins the group; A is killed again and B takes over its entries.
     b = Subscriber(server.url, "B", tmp_path / "b.jsonl", "--claim-idle-ms", "1000")
-    wait_until(lambda: len(b.entry_ids()) > 0, 30, what="B reading")
+    wait_until(lambda: "B" in consumers(client), 30, what="B joined the group")
+    later.start()
     pending_a2 = a2.kill_holding_entries(client)
     late.join(30)
+    later.join(30)
     total = BEFORE + DURING
     wait_until(
         lambda: len(set(a1.entry_ids() + a2.entry_ids() + b.entry_ids())) >= total,
