@@ -1,32 +1,46 @@
-"""End-to-end worker throughput: small partition jobs vs a no-op task, same run.
+"""End-to-end worker throughput: real partition jobs through apportion against a no-op
+on stock Celery, and how apportion scales out.
 
-    .venv/bin/python bench/bench_worker.py [--jobs 400] [--rounds 12] [--concurrency 2]
+    .venv/bin/python bench/bench_worker.py anchor [--jobs 300] [--rounds 11] [--flower]
+    .venv/bin/python bench/bench_worker.py scale [--jobs 300] [--rounds 5]
+    .venv/bin/python bench/bench_worker.py commands [--jobs 200]
 
-Starts a dedicated redis-server on a free port and one real ``celery worker``
-(prefork, the production configuration) consuming both the ``partition`` queue and
-a ``bench`` queue with a no-op task (bench/worker_app.py). A round sends N jobs of
-one kind at once and times until every one of them has stored SUCCESS in the result
-backend. Rounds come in pairs, one per kind, back to back (which kind goes first
-alternates), so that drift and other load on the machine hit both kinds alike.
+One dedicated redis-server on a free port. **anchor**: two workers on it, started as
+operators start them: ``apportion worker -c 2 -Q partition`` (the production
+configuration, CLI defaults, mingle and gossip on) on db 0, and ``celery -A
+bench.stock_app worker -c 2 -Q stock`` (plain Celery: stock Redis transport and result
+backend, JSON, acks_late, prefetch 1; bench/stock_app.py) on db 1. A round sends N jobs
+(the same small partition job to both) from one producer and times until every one has
+stored SUCCESS in its result backend (both backends PUBLISH each stored state on the
+key's channel; the client listens instead of polling). Rounds come in pairs, one per
+side back to back, the order alternating; the verdict is the median of the per-pair
+ratios apportion jobs/s ÷ stock jobs/s, with their spread. ``--flower`` runs the
+apportion rounds with task events switched on by remote control, as a running Flower
+does (it broadcasts ``enable_events`` every 5 s).
 
-Reported per kind: jobs/s and CPU milliseconds per job, read from /proc for the
-worker's main process, its pool children, redis-server and this client (which sends
-the jobs and collects the results). The verdict (target ≥ 0.8, bench/README.md) is the
-median over pairs of partition jobs/s / no-op jobs/s: each ratio compares two rounds
-measured seconds apart, so a burst of load elsewhere on a shared machine spoils one
-pair instead of skewing the whole comparison. The ratio of the median rates and the
-CPU ratio (no-op CPU per job / partition CPU per job) are printed beside it.
+**scale**: apportion alone, rounds interleaved over the layouts 1, 2 and 4 worker
+processes on one node and two nodes of 1 process each (two ``apportion worker``
+processes, different ``-n``), with Redis's own CPU per job and its busy share.
+
+**commands**: Redis commands per job (INFO commandstats after CONFIG RESETSTAT),
+producer and worker apart, for both sides.
+
+CPU per job is read from /proc: each worker's main process and pool children,
+redis-server and this client (producer plus result listener).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +48,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from apportion.config.settings import Settings  # noqa: E402
-from apportion.workers.app import create_app  # noqa: E402
-from tests.support.processes import RedisServer, Worker, free_port  # noqa: E402
+from apportion.workers.producer import producer_app, sent_now  # noqa: E402
+from tests.support.processes import RedisServer, free_port, wait_until  # noqa: E402
 
 SMALL_PARTITION = {
     "schema": [
@@ -46,20 +60,11 @@ SMALL_PARTITION = {
     "hardware": {"ram": 1024, "disks": [{"id": "sda", "size": 40000}]},
 }
 
-KINDS = {
-    "no-op": ("bench.noop", "bench"),
-    "partition": ("apportion.partition", "partition"),
-}
-
-# The Redis result backend PUBLISHes every state it stores on the key's own channel
-# (celery-task-meta-<id>), whether anyone listens or not; the client waits on those
-# messages instead of polling, so its CPU does not grow with how long a round lasts.
 _CHANNELS = "celery-task-meta-*"
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _cpu_seconds(pid: int) -> float:
-    """utime + stime of one process (0 if it is gone)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -81,63 +86,95 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-@dataclass(frozen=True)
-class CpuSnapshot:
-    main: float
-    children: dict[int, float]
-    redis: float
-    client: float
+@dataclass
+class Node:
+    """One worker process (``apportion worker`` or ``celery worker``) and its log."""
 
-    @classmethod
-    def take(cls, worker_pid: int, redis_pid: int) -> CpuSnapshot:
-        times = os.times()
-        return cls(
-            main=_cpu_seconds(worker_pid),
-            children={c: _cpu_seconds(c) for c in _children(worker_pid)},
-            redis=_cpu_seconds(redis_pid),
-            client=times.user + times.system,
+    argv: list[str]
+    env: dict[str, str]
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(
+                self.argv,
+                cwd=ROOT,
+                env={**os.environ, **self.env},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        proc = self.proc
+        wait_until(
+            lambda: b" ready." in self.log.read_bytes() or proc.poll() is not None,
+            120,
+            what=f"{self.argv[:4]} ready",
         )
+        if proc.poll() is not None:
+            raise RuntimeError(self.log.read_text()[-3000:])
 
-    def minus(self, before: CpuSnapshot) -> dict[str, float]:
-        pool = sum(v - before.children.get(c, 0.0) for c, v in self.children.items())
-        return {
-            "main": self.main - before.main,
-            "pool": pool,
-            "redis": self.redis - before.redis,
-            "client": self.client - before.client,
-        }
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+    def cpu(self) -> dict[str, float]:
+        assert self.proc is not None
+        main = self.proc.pid
+        return {"main": _cpu_seconds(main), "pool": sum(map(_cpu_seconds, _children(main)))}
+
+
+def apportion_node(url: str, workdir: Path, name: str, concurrency: int) -> Node:
+    # Exactly what operators run (docs/operations.md, Procfile), nothing added.
+    argv = [sys.executable, "-m", "apportion.cli", "worker", "-Q", "partition"]
+    argv += ["-c", str(concurrency), "-n", f"{name}@%h"]
+    return Node(argv, {"APPORTION_REDIS_URL": url}, workdir / f"{name}.log")
+
+
+def stock_node(url: str, workdir: Path, concurrency: int) -> Node:
+    argv = [sys.executable, "-m", "celery", "-A", "bench.stock_app", "worker", "-Q", "stock"]
+    argv += ["-c", str(concurrency), "-n", "stock@%h", "--loglevel", "INFO"]
+    return Node(argv, {"BENCH_STOCK_REDIS_URL": url}, workdir / "stock.log")
+
+
+@dataclass(frozen=True)
+class Side:
+    """What one round sends and who runs it."""
+
+    name: str
+    send: Callable[[dict[str, Any]], str]  # job -> task id
+    nodes: Sequence[Node]
 
 
 @dataclass(frozen=True)
 class Round:
-    rate: float  # jobs/s
-    cpu: dict[str, float]  # ms per job by process
-    load: float  # 1-minute load average at the end
+    rate: float
+    cpu: dict[str, float]  # ms per job: main, pool, redis, client
+    redis_busy: float  # share of one CPU redis-server used during the round
 
     @property
     def cpu_total(self) -> float:
         return sum(self.cpu.values())
 
-    @property
-    def busy(self) -> float:
-        """Share of the machine's CPUs the round kept busy (worker, Redis and client)."""
-        return self.cpu_total * self.rate / 1000 / (os.cpu_count() or 1)
 
-
-# Both kinds saturate the CPUs (~0.9 busy). A round far below that measures something
-# else than the worker's cost: it was mostly the transport's event-loop stall, fixed on
-# 2026-11-24 (workers/broker/transport.py, fix 4; earlier pages blamed the VM), and can still be
-# the VM pausing. Such a pair is left out of the verdict (and printed), so a stall shows
-# instead of skewing the ratio.
-STALLED_BELOW = 0.6
-
-
-def stalled(noop: Round, part: Round) -> bool:
-    return min(noop.busy, part.busy) < STALLED_BELOW
+def _snapshot(nodes: Sequence[Node], redis_pid: int) -> dict[str, float]:
+    out = {"main": 0.0, "pool": 0.0}
+    for node in nodes:
+        for k, v in node.cpu().items():
+            out[k] += v
+    times = os.times()
+    out["redis"] = _cpu_seconds(redis_pid)
+    out["client"] = times.user + times.system
+    return out
 
 
 def drain(events: Any, ids: list[str], timeout: float = 600) -> None:
-    """Wait until every task has stored SUCCESS (not merely STARTED: track_started is on)."""
+    """Wait until every task has stored SUCCESS."""
     prefix = len("celery-task-meta-")
     pending = set(ids)
     deadline = time.monotonic() + timeout
@@ -151,26 +188,26 @@ def drain(events: Any, ids: list[str], timeout: float = 600) -> None:
             pending.discard(message["channel"][prefix:].decode())
 
 
-def one_round(
-    app: Any, client: Any, kind: str, n: int, tag: str, pids: tuple[int, int] | None = None
-) -> Round:
-    name, queue = KINDS[kind]
+def one_round(client: Any, redis_pid: int, side: Side, n: int, tag: str) -> Round:
     jobs = [{**SMALL_PARTITION, "job_id": f"{tag}-{i}"} for i in range(n)]
     events = client.pubsub(ignore_subscribe_messages=True)
     events.psubscribe(_CHANNELS)
     try:
-        before = CpuSnapshot.take(*pids) if pids else None
+        before = _snapshot(side.nodes, redis_pid)
         started = time.perf_counter()
-        ids = [app.send_task(name, args=[job], queue=queue).id for job in jobs]
+        ids = [side.send(job) for job in jobs]
         drain(events, ids)
         elapsed = time.perf_counter() - started
-        after = CpuSnapshot.take(*pids) if pids else None
+        after = _snapshot(side.nodes, redis_pid)
     finally:
         events.close()
-    cpu = {}
-    if after and before:
-        cpu = {k: v * 1000 / n for k, v in after.minus(before).items()}
-    return Round(n / elapsed, cpu, os.getloadavg()[0])
+    cpu = {k: (after[k] - before[k]) * 1000 / n for k in after}
+    return Round(n / elapsed, cpu, (after["redis"] - before["redis"]) / elapsed)
+
+
+def _spread(values: Sequence[float]) -> str:
+    ordered = sorted(values)
+    return f"median {statistics.median(ordered):.2f} (min {ordered[0]:.2f}, max {ordered[-1]:.2f})"
 
 
 def _cpu_line(rounds: list[Round]) -> str:
@@ -180,73 +217,209 @@ def _cpu_line(rounds: list[Round]) -> str:
     return f"{total:.2f} ms/job ({', '.join(parts)})"
 
 
+@dataclass
+class Bench:
+    workdir: Path
+    server: RedisServer
+    nodes: list[Node] = field(default_factory=list)
+
+    @property
+    def redis_pid(self) -> int:
+        assert self.server.proc is not None
+        return self.server.proc.pid
+
+    def url(self, db: int) -> str:
+        return f"redis://127.0.0.1:{self.server.port}/{db}"
+
+    def started(self, node: Node) -> Node:
+        node.start()
+        self.nodes.append(node)
+        return node
+
+    def close(self) -> None:
+        for node in self.nodes:
+            node.stop()
+        self.server.stop()
+
+
+def _sides(bench: Bench) -> tuple[Side, Side, Any, Any]:
+    from bench.stock_app import app as stock_template
+
+    settings = Settings(redis_url=bench.url(0))
+    ours = producer_app(settings)
+    stock = type(stock_template)("stock", set_as_current=False)
+    stock.conf.update(stock_template.conf.changes)
+    stock.conf.update(broker_url=bench.url(1), result_backend=bench.url(1))
+
+    def send_ours(job: dict[str, Any]) -> str:
+        # As `apportion submit` sends (workers/producer.py).
+        return str(ours.send_task("apportion.partition", args=[job], headers=sent_now()).id)
+
+    def send_stock(job: dict[str, Any]) -> str:
+        return str(stock.send_task("stock.noop", args=[job], queue="stock").id)
+
+    a = Side("apportion", send_ours, [])
+    s = Side("stock", send_stock, [])
+    return a, s, ours, stock
+
+
+def run_anchor(args: argparse.Namespace, bench: Bench) -> None:
+    a_side, s_side, ours, _stock = _sides(bench)
+    a_node = bench.started(apportion_node(bench.url(0), bench.workdir, "partition", 2))
+    s_node = bench.started(stock_node(bench.url(1), bench.workdir, 2))
+    a_side = Side(a_side.name, a_side.send, [a_node])
+    s_side = Side(s_side.name, s_side.send, [s_node])
+    client = bench.server.client()
+    if args.flower:
+        # What Flower does on start and every 5 s after (flower/events.py).
+        ours.control.enable_events()
+    for side in (a_side, s_side):
+        one_round(client, bench.redis_pid, side, args.warmup, f"warm-{side.name}")
+    results: dict[str, list[Round]] = {"apportion": [], "stock": []}
+    for r in range(args.rounds):
+        order = (a_side, s_side) if r % 2 == 0 else (s_side, a_side)
+        for side in order:
+            if args.flower and side is a_side:
+                ours.control.enable_events()
+            results[side.name].append(
+                one_round(client, bench.redis_pid, side, args.jobs, f"{side.name}{r}")
+            )
+        a, s = results["apportion"][-1], results["stock"][-1]
+        print(
+            f"pair {r + 1:2}: stock no-op {s.rate:6.1f} jobs/s {s.cpu_total:5.2f} ms CPU/job   "
+            f"apportion partition {a.rate:6.1f} jobs/s {a.cpu_total:5.2f} ms CPU/job   "
+            f"ratio {a.rate / s.rate:.2f}   load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
+    a_rounds, s_rounds = results["apportion"], results["stock"]
+    pairs = [a.rate / s.rate for a, s in zip(a_rounds, s_rounds, strict=True)]
+    print(f"CPU stock no-op:           {_cpu_line(s_rounds)}")
+    print(f"CPU apportion partition:   {_cpu_line(a_rounds)}")
+    print(f"stock no-op jobs/s:        {_spread([r.rate for r in s_rounds])}")
+    print(f"apportion partition jobs/s: {_spread([r.rate for r in a_rounds])}")
+    print(
+        f"verdict: pair ratio apportion/stock {_spread(pairs)} over {len(pairs)} pairs "
+        f"(target ≥ 1.0){' with task events on (Flower attached)' if args.flower else ''}; "
+        f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
+    )
+
+
+def _commandstats(client: Any) -> dict[str, int]:
+    stats = client.info("commandstats")
+    return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()}
+
+
+def _counted(client: Any, action: Callable[[], None]) -> dict[str, int]:
+    client.config_resetstat()
+    action()
+    counts = _commandstats(client)
+    # The reads of this very count are not the job's.
+    counts["info"] = counts.get("info", 1) - 1
+    return {k: v for k, v in counts.items() if v}
+
+
+def _per_job(counts: dict[str, int], n: int) -> str:
+    total = sum(counts.values()) / n
+    parts = ", ".join(f"{k} {v / n:.2f}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+    return f"{total:.2f} a job: {parts}"
+
+
+def run_commands(args: argparse.Namespace, bench: Bench) -> None:
+    a_side, s_side, _ours, _stock = _sides(bench)
+    a_node = bench.started(apportion_node(bench.url(0), bench.workdir, "partition", 2))
+    s_node = bench.started(stock_node(bench.url(1), bench.workdir, 2))
+    client = bench.server.client()
+    n = args.jobs
+    for side, node in ((a_side, a_node), (s_side, s_node)):
+        side = Side(side.name, side.send, [node])
+        one_round(client, bench.redis_pid, side, args.warmup, f"warm-{side.name}")
+        # Everything a round costs Redis (producer, worker, the listener's PSUBSCRIBE),
+        # with the other side's worker idle (its BRPOP wake-ups are in the count).
+        total = _counted(client, lambda s=side: one_round(client, bench.redis_pid, s, n, "c"))
+        # The producer alone: send while the worker is stopped (SIGSTOP), then let it go.
+        assert node.proc is not None
+        os.killpg(node.proc.pid, signal.SIGSTOP)
+        ids: list[str] = []
+        try:
+            producer = _counted(
+                client,
+                lambda s=side, out=ids: out.extend(s.send({**SMALL_PARTITION}) for _ in range(n)),
+            )
+        finally:
+            os.killpg(node.proc.pid, signal.SIGCONT)
+        events = client.pubsub(ignore_subscribe_messages=True)
+        events.psubscribe(_CHANNELS)
+        drain(events, ids)
+        events.close()
+        worker = {k: total.get(k, 0) - producer.get(k, 0) for k in total}
+        worker = {k: v for k, v in worker.items() if v > 0}
+        print(f"{side.name} producer: {_per_job(producer, n)}")
+        print(f"{side.name} worker:   {_per_job(worker, n)}")
+
+
+LAYOUTS = {
+    "1 node × 1": (1,),
+    "1 node × 2": (2,),
+    "1 node × 4": (4,),
+    "2 nodes × 1": (1, 1),
+}
+
+
+def run_scale(args: argparse.Namespace, bench: Bench) -> None:
+    a_side, _s, _ours, _stock = _sides(bench)
+    client = bench.server.client()
+    results: dict[str, list[Round]] = {k: [] for k in LAYOUTS}
+    for r in range(args.rounds):
+        names = list(LAYOUTS) if r % 2 == 0 else list(reversed(LAYOUTS))
+        for layout in names:
+            nodes = [
+                apportion_node(bench.url(0), bench.workdir, f"scale{i}", c)
+                for i, c in enumerate(LAYOUTS[layout])
+            ]
+            for node in nodes:
+                node.start()
+            try:
+                side = Side(layout, a_side.send, nodes)
+                one_round(client, bench.redis_pid, side, args.warmup, f"warm{r}")
+                results[layout].append(
+                    one_round(client, bench.redis_pid, side, args.jobs, f"s{r}-{layout}")
+                )
+            finally:
+                for node in nodes:
+                    node.stop()
+            got = results[layout][-1]
+            print(
+                f"round {r + 1} {layout}: {got.rate:6.1f} jobs/s, {got.cpu_total:.2f} ms CPU/job, "
+                f"redis {got.cpu['redis']:.3f} ms/job ({got.redis_busy:.0%} of a CPU), "
+                f"load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
+    for layout, rounds in results.items():
+        print(
+            f"{layout}: jobs/s {_spread([r.rate for r in rounds])}; CPU {_cpu_line(rounds)}; "
+            f"redis busy {statistics.median(r.redis_busy for r in rounds):.0%} of a CPU"
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--jobs", type=int, default=400)
-    parser.add_argument("--rounds", type=int, default=12)
-    parser.add_argument("--concurrency", type=int, default=2)
-    parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument(
+        "what", choices=("anchor", "scale", "commands"), nargs="?", default="anchor"
+    )
+    parser.add_argument("--jobs", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=11)
+    parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument("--flower", action="store_true", help="anchor: task events on")
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="apportion-bench-"))
     server = RedisServer(port=free_port(), workdir=workdir)
     server.start()
-    worker = Worker(
-        env={"APPORTION_REDIS_URL": server.url},
-        queues="partition,bench",
-        concurrency=args.concurrency,
-        logfile=workdir / "worker.log",
-        app_module="bench.worker_app",
-    )
+    bench = Bench(workdir, server)
     try:
-        worker.start()
-        assert worker.proc is not None
-        assert server.proc is not None
-        pids = (worker.proc.pid, server.proc.pid)
-        app = create_app(Settings(redis_url=server.url))
-        client = server.client()
-        # Warm up both paths (imports, scipy, HiGHS, connections) before timing.
-        for kind in KINDS:
-            one_round(app, client, kind, args.warmup, f"warm-{kind}")
-        results: dict[str, list[Round]] = {k: [] for k in KINDS}
-        for r in range(args.rounds):
-            order = list(KINDS) if r % 2 == 0 else list(reversed(KINDS))
-            for kind in order:
-                results[kind].append(one_round(app, client, kind, args.jobs, f"{kind}{r}", pids))
-            noop, part = results["no-op"][-1], results["partition"][-1]
-            print(
-                f"round {r + 1}: no-op {noop.rate:6.1f} jobs/s {noop.cpu_total:5.2f} ms CPU/job   "
-                f"partition {part.rate:6.1f} jobs/s {part.cpu_total:5.2f} ms CPU/job   "
-                f"ratio {part.rate / noop.rate:.2f}   busy {noop.busy:.2f}/{part.busy:.2f}   "
-                f"load {part.load:.1f}" + ("   STALLED: left out" if stalled(noop, part) else ""),
-                flush=True,
-            )
-        n_med = statistics.median(r.rate for r in results["no-op"])
-        p_med = statistics.median(r.rate for r in results["partition"])
-        kept = [
-            (n, p)
-            for n, p in zip(results["no-op"], results["partition"], strict=True)
-            if not stalled(n, p)
-        ]
-        left_out = args.rounds - len(kept)
-        pairs = sorted(p.rate / n.rate for n, p in kept) or [float("nan")]
-        n_cpu = statistics.median(r.cpu_total for r in results["no-op"])
-        p_cpu = statistics.median(r.cpu_total for r in results["partition"])
-        print(f"CPU no-op:     {_cpu_line(results['no-op'])}")
-        print(f"CPU partition: {_cpu_line(results['partition'])}")
-        print(
-            f"rates (median): no-op {n_med:.1f} jobs/s, partition {p_med:.1f} jobs/s, "
-            f"ratio {p_med / n_med:.2f}; CPU ratio {n_cpu / p_cpu:.2f}"
-        )
-        print(
-            f"pair ratios: {' '.join(f'{x:.2f}' for x in pairs)}"
-            f" ({left_out} stalled pairs left out)\n"
-            f"verdict: median pair ratio {statistics.median(pairs):.2f} (target ≥ 0.80) "
-            f"over {len(kept)} pairs on {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
-        )
+        {"anchor": run_anchor, "scale": run_scale, "commands": run_commands}[args.what](args, bench)
     finally:
-        worker.stop()
-        server.stop()
+        bench.close()
     return 0
 
 
