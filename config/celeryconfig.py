@@ -164,10 +164,20 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_default_routing_key": "partition",
         # Per-task time limits are set on each task where it is registered (tasks/jobs.py).
         "task_routes": task_routes(),
-        # Flower and `celery events` need both.
-        "worker_send_task_events": True,
-        "task_send_sent_event": True,
-        "task_track_started": True,
+        # Task events only while someone watches: a running Flower switches them on in
+        # every worker by remote control (enable_events, every 5 s, also after a worker
+        # reconnects), and `apportion worker -E` keeps them on for `celery events` or a
+        # monitor that does not. A worker with nobody watching would spend a quarter of
+        # its throughput publishing three events a job to nobody (bench/worker.md).
+        "worker_send_task_events": False,
+        # Flower lists a task from the worker's task-received event, arguments included;
+        # the producer's task-sent event would only add the "sent" moment, for one more
+        # PUBLISH (and its CPU) on every send.
+        "task_send_sent_event": False,
+        # STARTED in the result backend would cost every job one more read and write in
+        # the pool child; Flower shows a running job from its task-started event, and
+        # producers wait for the answer (PENDING until then), never for STARTED.
+        "task_track_started": False,
         "result_expires": settings.result_expires,
         # No job arguments in the result backend: with result_extended every result
         # keeps its job (a 50 MB job would stay a day in Redis next to its answer). The

@@ -31,7 +31,9 @@ from apportion.workers.results.answers import (
     hold_soft_limit,
     release_soft_limit,
     settle,
+    settle_recorded,
 )
+from apportion.workers.results.celery_result import can_record, success_record
 from apportion.workers.runtime import PoliciesRead, Runtime, get_runtime
 
 log = logging.getLogger("apportion.tasks")
@@ -62,7 +64,9 @@ def _time_limit_envelope(
 def publish_or_retry(task: Task, rt: Runtime, envelope: Envelope, digest: str) -> dict[str, Any]:
     """Answer once (see workers/results/answers.py); on a Redis outage retry with backoff.
 
-    Returns the envelope for the result backend: the one on the stream. The retry
+    Returns the envelope for the result backend: the one on the stream, stored there
+    already (tasks are registered with ``ignore_result``: see
+    workers/results/celery_result.py, which usually writes it with the event). The retry
     re-runs the job (engines are deterministic and cheap next to an outage);
     publishing is idempotent by job_id, so a retry after a publish that did land
     produces no second event. A soft time limit that fires while publishing means
@@ -71,12 +75,21 @@ def publish_or_retry(task: Task, rt: Runtime, envelope: Envelope, digest: str) -
     Once published, a soft time limit no longer raises (the answer is out).
     """
     envelope, text = bounded(envelope, rt.settings.limits)
+    settings = rt.settings
+    record = None
+    if can_record(task, same_redis=settings.backend == settings.redis_url):
+        record = success_record(task, text, settings.result_expires)
     try:
-        answer = settle(rt.publisher, envelope, digest, text, dedup_ttl=rt.settings.dedup_ttl)
+        answer, recorded = settle_recorded(
+            rt.publisher, envelope, digest, text, dedup_ttl=settings.dedup_ttl, record=record
+        )
     except (InfrastructureError, SoftTimeLimitExceeded) as exc:
         raise _retry(task, rt, exc, f"publishing {envelope.job_id}") from exc
     hold_soft_limit()
-    return answer.as_dict()
+    stored = answer.as_dict()
+    if not recorded:
+        task.backend.mark_as_done(task.request.id, stored, request=task.request)
+    return stored
 
 
 def _retry(task: Task, rt: Runtime, exc: BaseException, doing: str) -> Exception:
@@ -258,12 +271,16 @@ def register(app: Celery, settings: Settings) -> None:
         # resultrepr_maxsize: Celery reprs every return value for its "succeeded" log
         # line and the task-succeeded event (Flower's result text); an Answer's repr is
         # its preview, at most workers.observe.PREVIEW_MAX characters.
+        # ignore_result: the task stores its answer itself, mostly with its event
+        # (publish_or_retry); errors are still stored by Celery.
         app.task(
             name=kind.task_name,
             bind=True,
             typing=False,
             shared=False,
             resultrepr_maxsize=PREVIEW_MAX,
+            ignore_result=True,
+            store_errors_even_if_ignored=True,
             soft_time_limit=limit.soft,
             time_limit=limit.hard,
             Request=GATED_REQUEST,

@@ -336,6 +336,16 @@ class QoS(kombu_redis.QoS):
         channel: Channel = self.channel
         return channel.gate.keys.delivery_count(delivery_tag)
 
+    def append(self, message: Any, delivery_tag: str) -> None:
+        channel: Channel = self.channel
+        if channel.recorded_by_script(delivery_tag):
+            # The pop script recorded it in ``unacked`` already, byte for byte as it was
+            # queued: only kombu's in-memory bookkeeping is left to do. kombu's own
+            # append would write it a second time (a MULTI round trip a job).
+            virtual.QoS.append(self, message, delivery_tag)
+            return
+        super().append(message, delivery_tag)
+
     def ack(self, delivery_tag: str) -> None:
         self._handed.discard(delivery_tag)
         self._died.discard(delivery_tag)
@@ -385,7 +395,32 @@ class Channel(kombu_redis.Channel):
         self._no_ack_queues: set[str | None] = set()
         self._pop_script: Any = None
         self._record_script: Any = None
+        self._sync_client: Any = None
+        # Delivery tags the scripts recorded in ``unacked``, until kombu's QoS.append.
+        self._recorded: set[str] = set()
         super().__init__(*args, **kwargs)
+
+    def recorded_by_script(self, delivery_tag: str) -> bool:
+        if delivery_tag in self._recorded:
+            self._recorded.discard(delivery_tag)
+            return True
+        return False
+
+    def _create_client(self, asynchronous: bool = False) -> Any:
+        # kombu makes a new redis.Redis for every command it sends outside the event
+        # loop (each ack, task event and result a worker sends, each message a producer
+        # sends), and redis-py fills a table of ~300 response callbacks for each one: a
+        # sixth of a busy worker's main process (bench/worker.md). The object only wraps
+        # the channel's connection pool, which does the real work and is safe to share
+        # between threads, so one per pool does the same; a channel that replaces its
+        # pool (after a connection loss) gets a new client for the new pool.
+        if asynchronous:
+            return super()._create_client(asynchronous=True)
+        pool = self.pool
+        client = self._sync_client
+        if client is None or client.connection_pool is not pool:
+            client = self._sync_client = super()._create_client()
+        return client
 
     @cached_property
     def gate(self) -> GateOptions:
@@ -462,9 +497,11 @@ class Channel(kombu_redis.Channel):
         dest, item, buried = found
         return bytes_to_str(dest), bytes_to_str(item), bytes_to_str(buried)
 
-    def _take(self, dest: str, item: str, buried: str) -> bool:
+    def _take(self, dest: str, item: str, buried: str, *, scripted: bool = True) -> bool:
         """Deliver one item taken off queue list ``dest`` through the gate (fix 5).
-        False when it went to the dead letters instead."""
+        False when it went to the dead letters instead. ``scripted``: taken by one of
+        the scripts (not kombu's BRPOP alone), which recorded it unless it says
+        ``unrecorded``."""
         queue = dest.rsplit(self.sep, 1)[0]
         self._queue_cycle.rotate(queue)
         recorded = buried != _UNRECORDED
@@ -493,7 +530,13 @@ class Channel(kombu_redis.Channel):
             log.info(
                 "message %s rejected at the gate: %s", headers["id"], verdict.verdict["message"]
             )
-        self.connection._deliver(verdict.message, queue)
+        tag = verdict.message["properties"]["delivery_tag"]
+        if scripted and recorded:
+            self._recorded.add(tag)
+        try:
+            self.connection._deliver(verdict.message, queue)
+        finally:
+            self._recorded.discard(tag)
         return True
 
     def _bury(self, dest: str, item: str, verdict: Bury, queue: str) -> None:
@@ -584,7 +627,7 @@ class Channel(kombu_redis.Channel):
                 self._queue_cycle.rotate(queue)
                 self.connection._deliver(loads(bytes_to_str(item)), queue)
             elif self.global_keyprefix:  # the scripts do not prefix keys: gate only
-                self._take(dest, bytes_to_str(item), "")
+                self._take(dest, bytes_to_str(item), "", scripted=False)
             else:
                 try:
                     taken = self.record_in_unacked(dest, item)

@@ -31,7 +31,7 @@ from typing import Any
 from apportion.codec import encode
 from apportion.contracts import Envelope, ErrorInfo
 from apportion.limits import Limits, env_name
-from apportion.workers.results.publisher import ResultPublisher
+from apportion.workers.results.publisher import ResultPublisher, ResultRecord
 
 log = logging.getLogger("apportion.answers")
 
@@ -99,19 +99,33 @@ def settle(
     dedup_ttl: int = 86_400,
 ) -> Envelope:
     """Publish ``envelope`` once; return the envelope the result backend must store."""
-    done = publisher.publish_once(envelope, fingerprint, text)
+    return settle_recorded(publisher, envelope, fingerprint, text, dedup_ttl=dedup_ttl)[0]
+
+
+def settle_recorded(
+    publisher: ResultPublisher,
+    envelope: Envelope,
+    fingerprint: str,
+    text: bytes | None = None,
+    *,
+    dedup_ttl: int = 86_400,
+    record: ResultRecord | None = None,
+) -> tuple[Envelope, bool]:
+    """:func:`settle`, storing ``record`` (the envelope as the task's result) with the
+    event when it goes out now; True when it did, and the caller stores nothing more."""
+    done = publisher.publish_once(envelope, fingerprint, text, record)
     if done.new:
-        return envelope
+        return envelope, done.recorded
     if not done.same_content:
         log.info("job_id %s (%s) reused by a different job", envelope.job_id, envelope.kind)
-        return duplicate_job_id(envelope, dedup_ttl)
+        return duplicate_job_id(envelope, dedup_ttl), False
     if done.entry_id:
         published = publisher.published_envelope(envelope.kind, done.entry_id)
         if published is not None:
-            return Envelope.from_dict(published)
+            return Envelope.from_dict(published), False
     # The event was trimmed away (older than the stream keeps): the job is the same and
     # engines are deterministic, so this envelope is its answer.
-    return envelope
+    return envelope, False
 
 
 # ---- the soft time limit after publishing ------------------------------------------
@@ -152,4 +166,5 @@ __all__ = [
     "hold_soft_limit",
     "release_soft_limit",
     "settle",
+    "settle_recorded",
 ]

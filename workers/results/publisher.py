@@ -14,6 +14,12 @@ job_id with ``rejected``/``duplicate_job_id`` (the stream keeps its one event).
 
 Streams are trimmed by count (``MAXLEN ~``) and by age (``MINID ~``, entries older
 than ``APPORTION_STREAM_MAX_AGE``) on every publication.
+
+The same script can store the task's result in Celery's Redis result backend (a
+:class:`ResultRecord`: the key, the value Celery's backend would write, its expiry),
+written and announced on the key's channel exactly as Celery's backend does it, when
+the event goes out: the job's answer reaches the stream and the backend in the one
+round trip, instead of three (tasks/jobs.py).
 """
 
 from __future__ import annotations
@@ -36,16 +42,21 @@ from apportion.errors import StoreUnavailable
 from apportion.workers.redis.client import TRANSIENT_ERRORS
 from apportion.workers.redis.keys import Keys, min_stream_id
 
-# KEYS: marker, stream. ARGV: ttl, maxlen, minid, fingerprint, fields...
+# KEYS: marker, stream[, result key]. ARGV: ttl, maxlen, minid, fingerprint, result
+# expiry, result value, fields... (the result ones empty without a result key).
 # Returns {1, entry id} when published now, {0, marker value} when the job_id was known.
 _PUBLISH_ONCE = """
 local known = redis.call('GET', KEYS[1])
 if known then
   return {0, known}
 end
-local id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, 5))
+local id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, 7))
 redis.call('XTRIM', KEYS[2], 'MINID', '~', ARGV[3])
 redis.call('SET', KEYS[1], ARGV[4] .. ' ' .. id, 'EX', ARGV[1])
+if KEYS[3] then
+  redis.call('SET', KEYS[3], ARGV[6], 'EX', ARGV[5])
+  redis.call('PUBLISH', KEYS[3], ARGV[6])
+end
 return {1, id}
 """
 _PUBLISH_ONCE_SHA = hashlib.sha1(_PUBLISH_ONCE.encode()).hexdigest()
@@ -62,21 +73,32 @@ def event_fields(envelope: Envelope, text: str | bytes | None = None) -> dict[st
 
 
 @dataclass(frozen=True, slots=True)
+class ResultRecord:
+    """A task result to store with the event (module doc): Celery's key, value, expiry."""
+
+    key: str
+    value: bytes
+    ttl: int
+
+
+@dataclass(frozen=True, slots=True)
 class Publication:
-    """What publishing did. ``new``: the event went out now. Otherwise the job_id had an
+    """What publishing did. ``new``: the event went out now (with the
+    :class:`ResultRecord`, if one was given: ``recorded``). Otherwise the job_id had an
     event already, at ``entry_id``, for a job of the same content (``same_content``)
     or a different one. ``entry_id`` is empty when the marker predates fingerprints."""
 
     new: bool
     entry_id: str
     same_content: bool = True
+    recorded: bool = False
 
 
-def _publication(reply: Any, fingerprint: str) -> Publication:
+def _publication(reply: Any, fingerprint: str, recorded: bool = False) -> Publication:
     flag, value = reply
     text = value.decode() if isinstance(value, bytes) else str(value)
     if int(flag) == 1:
-        return Publication(new=True, entry_id=text)
+        return Publication(new=True, entry_id=text, recorded=recorded)
     known, _, entry = text.partition(" ")
     if not entry:  # a marker written before fingerprints: the entry id alone (or "1")
         return Publication(new=False, entry_id=known if "-" in known else "")
@@ -88,9 +110,14 @@ class ResultPublisher(Protocol):
         """Publish the envelope's event; return the entry id, or None if already published."""
 
     def publish_once(
-        self, envelope: Envelope, fingerprint: str, text: str | bytes | None = None
+        self,
+        envelope: Envelope,
+        fingerprint: str,
+        text: str | bytes | None = None,
+        record: ResultRecord | None = None,
     ) -> Publication:
-        """Publish unless the job_id has an event; ``text``: the envelope's JSON, if made."""
+        """Publish unless the job_id has an event; ``text``: the envelope's JSON, if made;
+        ``record``: store it too, if this publisher can (``recorded`` says whether)."""
 
     def published_envelope(self, kind: str, entry_id: str) -> dict[str, Any] | None:
         """The envelope of the event at ``entry_id`` (None once trimmed away)."""
@@ -98,7 +125,11 @@ class ResultPublisher(Protocol):
 
 class _Publisher:
     def publish_once(
-        self, envelope: Envelope, fingerprint: str, text: str | bytes | None = None
+        self,
+        envelope: Envelope,
+        fingerprint: str,
+        text: str | bytes | None = None,
+        record: ResultRecord | None = None,
     ) -> Publication:
         raise NotImplementedError
 
@@ -144,18 +175,27 @@ class StreamPublisher(_Publisher):
         self._lock = threading.Lock()
 
     def publish_once(
-        self, envelope: Envelope, fingerprint: str, text: str | bytes | None = None
+        self,
+        envelope: Envelope,
+        fingerprint: str,
+        text: str | bytes | None = None,
+        record: ResultRecord | None = None,
     ) -> Publication:
         if not envelope.job_id:
             raise ValueError("an envelope needs a job_id to be published idempotently")
         kind = envelope.kind
+        marker = self._keys.published_marker(kind, envelope.job_id)
+        stream = self._keys.results_stream(kind)
+        keys = [marker, stream] if record is None else [marker, stream, record.key]
         args: list[Any] = [
-            self._keys.published_marker(kind, envelope.job_id),
-            self._keys.results_stream(kind),
+            len(keys),
+            *keys,
             self._dedup_ttl,
             self._maxlen,
             min_stream_id(self._max_age),
             fingerprint,
+            "" if record is None else record.ttl,
+            "" if record is None else record.value,
         ]
         for k, v in event_fields(envelope, text).items():
             args += [k, v]
@@ -167,7 +207,7 @@ class StreamPublisher(_Publisher):
                 )
         except TRANSIENT_ERRORS as exc:
             raise StoreUnavailable(f"could not publish result of {envelope.job_id}: {exc}") from exc
-        return _publication(reply, fingerprint)
+        return _publication(reply, fingerprint, recorded=record is not None)
 
     def published_envelope(self, kind: str, entry_id: str) -> dict[str, Any] | None:
         try:
@@ -200,11 +240,11 @@ class StreamPublisher(_Publisher):
         conn.connect()
         try:
             try:
-                return self._command(conn, "EVALSHA", _PUBLISH_ONCE_SHA, 2, *args)
+                return self._command(conn, "EVALSHA", _PUBLISH_ONCE_SHA, *args)
             except redis.exceptions.NoScriptError:
                 # First use on this server, or it restarted or flushed its scripts.
                 self._command(conn, "SCRIPT", "LOAD", _PUBLISH_ONCE)
-                return self._command(conn, "EVALSHA", _PUBLISH_ONCE_SHA, 2, *args)
+                return self._command(conn, "EVALSHA", _PUBLISH_ONCE_SHA, *args)
         except redis.exceptions.ResponseError:
             raise  # a complete reply: the connection is in step
         except BaseException:
@@ -228,8 +268,13 @@ class MemoryPublisher(_Publisher):
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def publish_once(
-        self, envelope: Envelope, fingerprint: str, text: str | bytes | None = None
+        self,
+        envelope: Envelope,
+        fingerprint: str,
+        text: str | bytes | None = None,
+        record: ResultRecord | None = None,
     ) -> Publication:
+        """As :class:`StreamPublisher`'s; never stores a ``record`` (no Redis here)."""
         key = (envelope.kind, envelope.job_id or "")
         with self._lock:
             known = self._seen.get(key)

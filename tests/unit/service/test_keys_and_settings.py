@@ -75,8 +75,6 @@ def test_the_celery_configuration_accepts_json_only_and_acks_late() -> None:
     assert conf["task_acks_late"] is True
     assert conf["task_reject_on_worker_lost"] is True
     assert conf["worker_prefetch_multiplier"] == 1
-    assert conf["worker_send_task_events"] is True
-    assert conf["task_send_sent_event"] is True
     assert conf["result_expires"] == 86_400
 
 

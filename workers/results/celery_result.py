@@ -1,0 +1,73 @@
+"""A job's result in Celery's Redis result backend, written with its event.
+
+Celery's backend stores a task's result with a read (is a final state stored already?)
+and a MULTI/SETEX/PUBLISH/EXEC: two round trips from the pool child after the event's
+own. apportion's tasks do not let Celery store their answers (``ignore_result``,
+tasks/jobs.py); the event's script writes the same key with the same value and expiry
+and publishes it on the same channel, as Celery's backend does, in the event's round
+trip (workers/results/publisher.py). Producers read it as before:
+``AsyncResult.get()`` on Celery's backend, which subscribes to that channel and reads
+that key.
+
+Only where that is exactly what Celery would store: the backend is Celery's Redis
+backend on the Redis the events go to, the result is not extended, and the task is a
+plain one (not part of a group or sent by another task, whose results carry more).
+Everywhere else — and for a job_id answered before, whose answer is only known after
+the script ran — the task stores its answer through Celery's backend (``mark_as_done``).
+Errors and retries are stored by Celery as always (``store_errors_even_if_ignored``).
+
+The stored value is Celery's ``_get_result_meta`` for a successful task plus its
+``task_id``: tests/unit/service/test_celery_result_canary.py compares the two, and reads
+the value back through Celery's backend.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from celery.backends.redis import RedisBackend
+
+from apportion.workers.results.publisher import ResultRecord
+
+
+def success_value(task_id: str, envelope_json: bytes, now: datetime | None = None) -> bytes:
+    """The JSON Celery's Redis backend stores for a task that returned ``envelope_json``."""
+    date_done = (now or datetime.now(UTC)).isoformat()
+    return b"".join(
+        (
+            b'{"status": "SUCCESS", "result": ',
+            envelope_json,
+            b', "traceback": null, "children": [], "date_done": ',
+            json.dumps(date_done).encode(),
+            b', "task_id": ',
+            json.dumps(task_id).encode(),
+            b"}",
+        )
+    )
+
+
+def can_record(task: Any, same_redis: bool) -> bool:
+    """Whether the event's script may store ``task``'s result (module doc)."""
+    request = task.request
+    return (
+        same_redis
+        and isinstance(task.backend, RedisBackend)
+        and not task.app.conf.result_extended
+        and bool(request.id)
+        and not request.is_eager
+        and not getattr(request, "group", None)
+        and not getattr(request, "parent_id", None)
+        and not getattr(request, "chord", None)
+    )
+
+
+def success_record(task: Any, envelope_json: bytes, ttl: int) -> ResultRecord:
+    backend: RedisBackend = task.backend
+    key = backend.get_key_for_task(task.request.id)
+    return ResultRecord(
+        key=key.decode() if isinstance(key, bytes) else str(key),
+        value=success_value(task.request.id, envelope_json),
+        ttl=ttl,
+    )
