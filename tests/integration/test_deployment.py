@@ -147,10 +147,18 @@ def test_each_worker_serves_its_own_jobs_metrics_on_its_port(honcho: Honcho) -> 
 
 def test_the_exporter_and_flower_with_its_credentials_are_up(honcho: Honcho) -> None:
     exported = _get(f"http://127.0.0.1:{honcho.port('metrics')}/metrics")
-    tasks = json.loads(_get(f"http://127.0.0.1:{honcho.port('flower')}/api/tasks", AUTH))
+    partition = example_jobs()["partition"]
+
+    def followed() -> bool:
+        tasks = json.loads(_get(f"http://127.0.0.1:{honcho.port('flower')}/api/tasks", AUTH))
+        if any(task["name"] == "apportion.partition" for task in tasks.values()):
+            return True
+        # Workers send task events once Flower has asked (every 5 s): one more job.
+        apportion("submit", "partition", str(partition), "--wait", env=honcho.env)
+        return False
 
     assert "apportion_redis_up 1.0" in exported
-    assert {task["name"] for task in tasks.values()} >= {"apportion.partition"}
+    wait_until(followed, 60, interval=1, what="Flower following a partition job")
 
 
 def test_every_process_stops_on_sigterm(honcho: Honcho) -> None:

@@ -216,6 +216,33 @@ def test_waiting_messages_are_taken_atomically_but_never_for_queues_without_acks
     replies.close()
 
 
+def test_a_message_the_pop_script_recorded_is_not_written_again_on_delivery(
+    broker: Connection,
+) -> None:
+    seen: list[str] = []
+    tasks = broker.channel()
+    assert isinstance(tasks, Channel)
+    client = tasks.client
+    tasks.basic_consume("partition", False, lambda m: seen.append(m.delivery_tag), "t1")
+    queued = _queued("once-1", "partition")
+    client.lpush("partition", queued)
+    assert tasks.pop_into_unacked(["nothing-here"]) is None  # the script is loaded
+    client.config_resetstat()
+
+    tasks._brpop_start()
+
+    assert seen == ["once-1"]
+    calls = {k.removeprefix("cmdstat_"): v["calls"] for k, v in client.info("commandstats").items()}
+    # One script call took and recorded it; kombu's own MULTI/ZADD/HSET did not follow.
+    assert calls.get("evalsha") == 1
+    assert "multi" not in calls
+    assert json.loads(client.hget("unacked", "once-1"))[0] == json.loads(queued)
+    tasks.qos.ack("once-1")  # kombu still knows the delivery: the ack clears it
+    assert not client.hexists("unacked", "once-1")
+    assert client.zscore("unacked_index", "once-1") is None
+    tasks.close()
+
+
 def test_a_message_taken_by_the_pop_script_ends_the_event_loops_wait_at_once(
     broker: Connection,
 ) -> None:

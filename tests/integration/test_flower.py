@@ -53,7 +53,9 @@ def flower_worker(
 
 
 @pytest.fixture(scope="module")
-def flower(own_redis: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def flower(
+    own_redis: RedisServer, flower_worker: Worker, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     port = free_port()
     log = tmp_path_factory.mktemp("flower") / "flower.log"
     with open(log, "wb") as out:
@@ -88,6 +90,13 @@ def flower(own_redis: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> 
 
     try:
         wait_until(up, 60, what="flower listening")
+        # Workers send task events once a monitor asks (config/celeryconfig.py): Flower
+        # asks as soon as it follows events (apportion.workers.flower), then every 5 s.
+        wait_until(
+            lambda: "Events of group {task} enabled by remote" in flower_worker.log_text(),
+            15,
+            what="Flower switching the worker's task events on",
+        )
         time.sleep(1.0)  # let Flower subscribe to the event stream before we send
         yield base
     finally:

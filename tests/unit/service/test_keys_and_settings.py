@@ -78,6 +78,16 @@ def test_the_celery_configuration_accepts_json_only_and_acks_late() -> None:
     assert conf["result_expires"] == 86_400
 
 
+def test_workers_send_task_events_only_when_a_monitor_asks_for_them() -> None:
+    # Flower switches them on by remote control (apportion.workers.flower, every 5 s);
+    # `apportion worker -E` keeps them on.
+    conf = celery_config(Settings())
+
+    assert conf["worker_send_task_events"] is False
+    assert conf["task_send_sent_event"] is False
+    assert conf["task_track_started"] is False
+
+
 def test_the_visibility_timeout_is_set_everywhere_celery_reads_it() -> None:
     conf = celery_config(Settings(visibility_timeout=5000))
 

@@ -16,6 +16,7 @@ from kombu.transport import redis as kombu_redis
 
 # What the transport reads, overrides or calls, and why.
 CHANNEL_INTERNALS = {
+    "_create_client": "overridden: one sync client per connection pool",
     "_connparams": "overridden: rebuilds the pool from the info the channel opened with (fix 1)",
     "_brpop_start": "overridden: pops waiting messages atomically into unacked (fix 3)",
     "_queue_cycle": "the round-robin over queues the pop script follows",
@@ -38,6 +39,7 @@ CHANNEL_INTERNALS = {
     "connection_errors": "what the gate re-raises so that kombu reconnects",
 }
 QOS_INTERNALS = {
+    "append": "overridden: not written again when the pop script recorded the message",
     "ack": "overridden: also forgets the delivery count (fix 5)",
     "reject": "overridden: a requeue keeps the count only when a pool child died",
     "restore_unacked": "overridden: messages given back unstarted forget their count",

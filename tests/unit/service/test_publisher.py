@@ -11,7 +11,7 @@ import redis
 from apportion.contracts import Envelope
 from apportion.errors import StoreUnavailable
 from apportion.workers.redis.keys import Keys
-from apportion.workers.results.publisher import MemoryPublisher, StreamPublisher
+from apportion.workers.results.publisher import MemoryPublisher, ResultRecord, StreamPublisher
 
 
 def envelope(job_id: str, kind: str = "partition", status: str = "ok") -> Envelope:
@@ -169,3 +169,41 @@ def test_a_forked_child_publishes_on_a_connection_of_its_own(
 
     assert pub._connection is not parents
     assert client.xlen("apportion:results:partition") == 2
+
+
+def test_a_result_record_is_stored_and_announced_with_the_event_and_only_then(
+    client: fakeredis.FakeRedis,
+) -> None:
+    pub = publisher(client)
+    record = ResultRecord(key="celery-task-meta-t1", value=b'{"status": "SUCCESS"}', ttl=300)
+    announced = client.pubsub()
+    announced.subscribe("celery-task-meta-t1")
+    announced.get_message(timeout=1)  # the subscription's confirmation
+
+    first = pub.publish_once(envelope("job-1"), "fp", record=record)
+    again = pub.publish_once(
+        envelope("job-1"),
+        "fp",
+        record=ResultRecord(key="celery-task-meta-t2", value=b"{}", ttl=300),
+    )
+
+    assert first.new
+    assert first.recorded
+    assert client.get("celery-task-meta-t1") == b'{"status": "SUCCESS"}'
+    assert 290 < client.ttl("celery-task-meta-t1") <= 300
+    message = announced.get_message(timeout=1)
+    assert message is not None
+    assert message["data"] == b'{"status": "SUCCESS"}'
+    # A job_id answered before: nothing stored here, the task stores its own answer.
+    assert not again.new
+    assert not again.recorded
+    assert client.get("celery-task-meta-t2") is None
+
+
+def test_the_memory_publisher_never_claims_a_record() -> None:
+    record = ResultRecord(key="k", value=b"{}", ttl=1)
+
+    done = MemoryPublisher().publish_once(envelope("job-1"), "fp", record=record)
+
+    assert done.new
+    assert not done.recorded
