@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from celery import Celery
+from celery.backends.redis import RedisBackend
 
 from apportion.config.celeryconfig import celery_config
 from apportion.config.settings import Settings
@@ -21,12 +22,34 @@ from apportion.workers.broker.gate import SENT_AT_HEADER
 # The message header with the UNIX time a producer sent the job: the worker measures the
 # end-to-end latency from it (apportion_job_end_to_end_seconds). Optional; producers in
 # other languages may set it too (examples/node-producer does).
-__all__ = ["SENT_AT_HEADER", "producer_app", "sent_now"]
+__all__ = ["SENT_AT_HEADER", "ProducerResultBackend", "producer_app", "sent_now"]
+
+
+class ProducerResultBackend(RedisBackend):  # type: ignore[misc]
+    """Celery's Redis result backend, listening for a result only when it is asked for.
+
+    Celery's backend subscribes to a task's result channel as the task is sent, and
+    unsubscribes when the result is dropped: two commands and their CPU on every send,
+    for producers that mostly never wait (``apportion submit`` without ``--wait``, a
+    service that reads the result streams). ``AsyncResult.get()`` subscribes by itself
+    and then reads the stored result, so an answer stored before it asks is found all
+    the same (tests/integration/test_worker_end_to_end.py).
+    """
+
+    def on_task_call(self, producer: Any, task_id: str) -> None:
+        return None
+
+
+# Celery's form for a backend class of one's own on a backend URL: "<class>+<url>".
+_PRODUCER_BACKEND = f"{__name__}:ProducerResultBackend"
 
 
 def producer_app(settings: Settings) -> Celery:
     app = Celery("apportion", set_as_current=False)
-    app.config_from_object(celery_config(settings))
+    conf = celery_config(settings)
+    if conf["result_backend"].startswith(("redis://", "rediss://")):
+        conf["result_backend"] = f"{_PRODUCER_BACKEND}+{conf['result_backend']}"
+    app.config_from_object(conf)
     return app
 
 

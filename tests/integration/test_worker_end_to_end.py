@@ -11,6 +11,8 @@ import redis
 from celery import Celery
 from kombu import Connection, Exchange, Producer
 
+from apportion.config.settings import Settings
+from apportion.workers.producer import producer_app
 from apportion.workers.redis.keys import Keys
 from tests.conftest import load_example
 from tests.integration.conftest import stream_job_ids
@@ -131,3 +133,22 @@ def test_a_pickle_message_is_refused_and_never_executed(
     )
     assert job_id not in stream_job_ids(client, keys.results_stream("partition"))
     assert worker.alive
+
+
+def test_the_producer_app_sends_without_listening_and_still_gets_the_answer(
+    worker: Worker, redis_server: RedisServer, client: redis.Redis
+) -> None:
+    app = producer_app(Settings(redis_url=redis_server.url))
+    job_id = f"quiet-{uuid.uuid4()}"
+    client.config_resetstat()
+
+    sent = app.send_task("apportion.partition", args=[partition_job(job_id)])
+    calls = client.info("commandstats")
+    wait_until(lambda: client.exists(f"celery-task-meta-{sent.id}"), 60, what="the answer")
+    envelope = sent.get(timeout=60)  # asked for after it was stored
+
+    assert "cmdstat_subscribe" not in calls
+    assert calls["cmdstat_lpush"]["calls"] == 1
+    assert envelope["job_id"] == job_id
+    assert envelope["status"] == "ok"
+    app.close()
