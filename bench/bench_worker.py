@@ -3,7 +3,8 @@ on stock Celery, and how apportion scales out.
 
     .venv/bin/python bench/bench_worker.py anchor [--jobs 300] [--rounds 11] [--flower]
     .venv/bin/python bench/bench_worker.py scale [--jobs 300] [--rounds 5]
-    .venv/bin/python bench/bench_worker.py commands [--jobs 200]
+    .venv/bin/python bench/bench_worker.py commands [--jobs 300]
+    .venv/bin/python bench/bench_worker.py messages [--jobs 50]
 
 One dedicated redis-server on a free port. **anchor**: two workers on it, started as
 operators start them: ``apportion worker -c 2 -Q partition`` (the production
@@ -23,7 +24,8 @@ processes on one node and two nodes of 1 process each (two ``apportion worker``
 processes, different ``-n``), with Redis's own CPU per job and its busy share.
 
 **commands**: Redis commands per job (INFO commandstats after CONFIG RESETSTAT),
-producer and worker apart, for both sides.
+producer and worker apart, for both sides. **messages**: Redis CPU a message costs by
+its size (the LPUSH and the pop script), no worker.
 
 CPU per job is read from /proc: each worker's main process and pool children,
 redis-server and this client (producer plus result listener).
@@ -32,6 +34,7 @@ redis-server and this client (producer plus result listener).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import statistics
@@ -357,11 +360,59 @@ def run_commands(args: argparse.Namespace, bench: Bench) -> None:
         print(f"{side.name} worker:   {_per_job(worker, n)}")
 
 
+def run_messages(args: argparse.Namespace, bench: Bench) -> None:
+    """Redis CPU a message costs by size: the producer's LPUSH and the pop script, which
+    decodes the whole message (cjson) to record it in ``unacked``."""
+    import base64
+    import uuid
+
+    from apportion.workers.app import allow_tasks, create_app
+
+    app = create_app(Settings(redis_url=bench.url(0)))
+    allow_tasks(app)
+    with app.connection_for_write() as conn:
+        channel = conn.default_channel
+        client = channel.client
+        channel.pop_into_unacked(["nothing-here"])  # the script is loaded
+        for size in (1_000, 64_000, 640_000):
+            job = {"job_id": "j", "pad": "x" * size}
+            body = base64.b64encode(json.dumps([[job], {}, {}]).encode()).decode()
+            items = []
+            for _ in range(args.jobs):
+                tag = str(uuid.uuid4())
+                message = {
+                    "body": body,
+                    "content-encoding": "utf-8",
+                    "content-type": "application/json",
+                    "headers": {"task": "apportion.partition", "id": tag, "argsrepr": "{}"},
+                    "properties": {
+                        "delivery_tag": tag,
+                        "delivery_info": {"exchange": "", "routing_key": "partition"},
+                        "body_encoding": "base64",
+                    },
+                }
+                items.append(json.dumps(message))
+            client.config_resetstat()
+            for item in items:
+                client.lpush("partition", item)
+            for _ in items:
+                channel.pop_into_unacked(["partition"])
+            stats = client.info("commandstats")
+            client.delete("unacked", "unacked_index")
+            per_job = sum(v["usec"] for k, v in stats.items() if k != "cmdstat_info") / len(items)
+            print(
+                f"message {len(items[0]) / 1000:.0f} KB: Redis {per_job:.0f} µs a job "
+                f"(LPUSH {stats['cmdstat_lpush']['usec_per_call']:.0f} µs, "
+                f"pop script {stats['cmdstat_evalsha']['usec_per_call']:.0f} µs)"
+            )
+
+
 LAYOUTS = {
     "1 node × 1": (1,),
     "1 node × 2": (2,),
     "1 node × 4": (4,),
     "2 nodes × 1": (1, 1),
+    "2 nodes × 2": (2, 2),
 }
 
 
@@ -404,7 +455,7 @@ def run_scale(args: argparse.Namespace, bench: Bench) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument(
-        "what", choices=("anchor", "scale", "commands"), nargs="?", default="anchor"
+        "what", choices=("anchor", "scale", "commands", "messages"), nargs="?", default="anchor"
     )
     parser.add_argument("--jobs", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=11)
@@ -417,7 +468,13 @@ def main() -> int:
     server.start()
     bench = Bench(workdir, server)
     try:
-        {"anchor": run_anchor, "scale": run_scale, "commands": run_commands}[args.what](args, bench)
+        modes = {
+            "anchor": run_anchor,
+            "scale": run_scale,
+            "commands": run_commands,
+            "messages": run_messages,
+        }
+        modes[args.what](args, bench)
     finally:
         bench.close()
     return 0
