@@ -165,10 +165,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # Per-task time limits are set on each task where it is registered (tasks/jobs.py).
         "task_routes": task_routes(),
         # Task events only while someone watches: a running Flower switches them on in
-        # every worker by remote control (enable_events, every 5 s, also after a worker
-        # reconnects), and `apportion worker -E` keeps them on for `celery events` or a
-        # monitor that does not. A worker with nobody watching would spend a quarter of
-        # its throughput publishing three events a job to nobody (bench/worker.md).
+        # every worker by remote control (enable_events: at once, then every 5 s; a
+        # worker keeps the switch across its reconnections), and `apportion worker -E`
+        # keeps them on for `celery events` or a monitor that does not ask. A worker with
+        # nobody watching would spend a large share of its throughput publishing three
+        # events a job to nobody (bench/worker.md).
         "worker_send_task_events": False,
         # Flower lists a task from the worker's task-received event, arguments included;
         # the producer's task-sent event would only add the "sent" moment, for one more
