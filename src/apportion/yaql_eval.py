@@ -33,9 +33,11 @@ child announced and did not finish is the one blamed.
 
 Cost: one fork per batch, not per expression, and only for expressions that are not
 proven cheap (see "cheap expressions" below: those run in-process, with the same
-results). A fork costs a few milliseconds in a worker with numpy, scipy and pydantic
-loaded (the page tables, then the child's first copy-on-write faults and the pipe),
-more than evaluating a typical schema's expressions. A child that reported everything
+results; so do those written only in what the direct evaluation knows and proven
+bounded for it, unless it declines, see "plain expressions"). A fork costs a few
+milliseconds in a worker with numpy, scipy and pydantic loaded (the page tables, then
+the child's first copy-on-write faults and the pipe), more than evaluating a typical
+schema's expressions. A child that reported everything
 is not waited for (its exit tears down a copy of the address space); it is reaped at
 the next batch. Identical expressions in one batch are evaluated once. Alternatives
 considered: a long-lived evaluator process would save the fork but needs a restart
@@ -389,6 +391,9 @@ _ALLOWED = (
 )
 _MAX_ARITHMETIC = 8
 _MAX_CALLS = 2_000
+# The direct evaluation (below) spends ~1 µs where yaql spends ~30 µs on a call, so the
+# same wall-time bound allows it this many.
+_MAX_DIRECT_CALLS = 60_000
 _MAX_DEPTH = 40
 _SMALL = 2**63
 
@@ -402,19 +407,37 @@ class DataShape:
 
 
 def shape_of(data: Any) -> DataShape:
-    """One iterative pass over JSON data (no recursion, whatever the nesting)."""
-    longest, small, stack = 0, True, [data]
+    """One iterative pass over JSON data (no recursion, whatever the nesting).
+
+    A container met again (the same object: the selection module's account documents
+    share one ``now``) adds nothing new and is not walked twice.
+    """
+    if not isinstance(data, dict | list):
+        return DataShape(0, not _big(data))
+    longest, small, stack, seen = 0, True, [data], set()
     while stack:
-        value = stack.pop()
-        if isinstance(value, dict):
-            longest = max(longest, len(value))
-            stack.extend(value.values())
-        elif isinstance(value, list):
-            longest = max(longest, len(value))
-            stack.extend(value)
-        elif isinstance(value, int | float) and not isinstance(value, bool):
-            small = small and abs(value) < _SMALL
+        container = stack.pop()
+        if id(container) in seen:
+            continue
+        seen.add(id(container))
+        longest = max(longest, len(container))
+        for value in container.values() if isinstance(container, dict) else container:
+            if isinstance(value, dict | list):
+                stack.append(value)
+            elif (
+                small
+                and isinstance(value, int | float)
+                and not isinstance(value, bool)
+                and not abs(value) < _SMALL
+            ):
+                small = False
     return DataShape(longest, small)
+
+
+def _big(value: Any) -> bool:
+    return (
+        isinstance(value, int | float) and not isinstance(value, bool) and not abs(value) < _SMALL
+    )
 
 
 @dataclass(slots=True)
@@ -428,15 +451,31 @@ class _Count:
 
 def is_cheap(statement: Any, shape: DataShape) -> bool:
     """Whether ``statement`` (a parsed expression) is proven cheap on data of ``shape``."""
-    if not shape.small_numbers:
+    calls = _estimated_calls(statement, shape)
+    return calls is not None and calls <= _MAX_CALLS
+
+
+def is_direct(statement: Any, shape: DataShape) -> bool:
+    """Whether ``statement`` is proven cheap *for the direct evaluation* on data of
+    ``shape``: written only in what :func:`_direct` evaluates, and bounded as
+    :func:`is_cheap` bounds yaql, at the direct evaluation's own cost per call."""
+    if not _direct_only(statement, 0):
         return False
+    calls = _estimated_calls(statement, shape)
+    return calls is not None and calls <= _MAX_DIRECT_CALLS
+
+
+def _estimated_calls(statement: Any, shape: DataShape) -> int | None:
+    """The most calls ``statement`` can make on data of ``shape``; None if unbounded."""
+    if not shape.small_numbers:
+        return None
     count = _Count()
     if not _walk(statement, count, inside=False, depth=0):
-        return False
+        return None
     if count.arithmetic > _MAX_ARITHMETIC:
-        return False
+        return None
     elements = max(shape.longest, count.literals, 1) << count.growing
-    return count.calls + count.per_element * elements <= _MAX_CALLS
+    return count.calls + count.per_element * elements
 
 
 def _walk(node: Any, count: _Count, *, inside: bool, depth: int) -> bool:
@@ -643,37 +682,58 @@ _EVALUATION_ERRORS: tuple[type[BaseException], ...] = (
 
 
 def _evaluate_here(
-    parsed: list[tuple[str, Any]], data: Any, limits: Limits
-) -> tuple[dict[str, Any], list[YaqlFailure]]:
-    """Expressions proven cheap (:func:`is_cheap`), evaluated in this process.
+    parsed: list[tuple[str, Any]], data: Any, limits: Limits, *, direct_only: frozenset[str]
+) -> tuple[dict[str, Any], list[YaqlFailure], set[str]]:
+    """Expressions proven cheap (:func:`is_cheap`, :func:`is_direct`), evaluated in this
+    process, and the names of those left to the child.
 
     The same evaluation and the same JSON lines as in the child, so the values and
-    failures are the ones the child would report.
+    failures are the ones the child would report. An expression named in
+    ``direct_only`` is proven cheap for the direct evaluation only: when that declines,
+    yaql would not be bounded here, and it goes to the child.
     """
     context = None
     budget = limits.max_payload_bytes
     lines = []
-    for index, (_name, expression) in enumerate(parsed):
+    kept: list[tuple[str, Any]] = []
+    declined: set[str] = set()
+    for name, expression in parsed:
+        index = len(kept)
         line = _plain_line(index, expression, data, limits.yaql_max_iterations)
         if line is None:
+            if name in direct_only:
+                declined.add(name)
+                continue
             context = context or _data_context(data)
             line = _result_line(index, expression, context, limits, _EVALUATION_ERRORS)
         line, budget = _within_budget(index, line, budget)
         lines.append(line.encode())
-    values, failures, _ = _read_records(lines, parsed)
-    return values, failures
+        kept.append((name, expression))
+    values, failures, _ = _read_records(lines, kept)
+    return values, failures, declined
 
 
 # ---- plain expressions: yaql's answer without yaql's dispatch ------------------------
 #
 # yaql resolves every call among its overloads (~30 µs each), so a selection such as
-# ``$.disks.where($.type = "ssd")`` over 24 disks costs ~3 ms. The few operations below
-# are evaluated directly, with yaql's own semantics, on the *happy path only*: a key
-# that is present, numbers that are not booleans, a list no longer than yaql's
-# iteration limit, a predicate that gives a boolean. Anything else (a missing key, a
+# ``$.disks.where($.type = "ssd")`` over 24 disks costs ~3 ms, and the selection
+# module's ``$.select((switch(…)))`` over 1,000 accounts a few tenths of a second. The
+# few operations below (keys, ``len()``, ``where()``, ``select()``, arithmetic,
+# comparisons, ``and``/``or``/``not``, ``switch``, parentheses) are evaluated directly,
+# with yaql's own semantics, on the *happy path only*: a key that is present, numbers
+# that are not booleans, a list shorter than yaql's iteration limit, a predicate that
+# gives a boolean, a condition that is a plain value. Anything else (a missing key, a
 # division by zero, another type, another function) declines, and yaql evaluates the
 # whole expression, so errors and their messages are always yaql's own. Tests compare
 # both ways on generated expressions and data.
+#
+# An expression not proven cheap for yaql may still be proven cheap for this
+# evaluation (:func:`is_direct`: only these operations, and at most
+# ``_MAX_DIRECT_CALLS`` estimated calls, each a plain Python step that grows nothing
+# but the result list): it is tried in-process, and if it declines, yaql evaluates it
+# in the child as before. Its time is bounded by the same estimate as yaql's cheap
+# path, its memory by the data (no operation here builds anything larger than its
+# input, except ``select``'s one value per element).
 
 
 class _Decline(Exception):
@@ -687,13 +747,21 @@ _NUMBER_OPERATORS: dict[str, Any] = {
     "#operator_*": lambda a, b: a * b,
     # yaql's division: whole numbers divide to a whole number (floor), as upstream.
     "#operator_/": lambda a, b: a // b if isinstance(a, int) and isinstance(b, int) else a / b,
+    "#operator_mod": lambda a, b: a % b,
 }
+_DIVIDING = frozenset({"#operator_/", "#operator_mod"})
 _ORDER_OPERATORS: dict[str, Any] = {
     "#operator_<": lambda a, b: a < b,
     "#operator_>": lambda a, b: a > b,
     "#operator_<=": lambda a, b: a <= b,
     "#operator_>=": lambda a, b: a >= b,
 }
+_UNARY = frozenset({"#unary_operator_not", "#unary_operator_-", "#unary_operator_+"})
+_BINARY = frozenset(
+    {"*equal", "*not_equal", "#operator_and", "#operator_or"}
+    | _NUMBER_OPERATORS.keys()
+    | _ORDER_OPERATORS.keys()
+)
 
 
 def _plain_line(index: int, expression: Any, data: Any, limit: int) -> str | None:
@@ -711,25 +779,69 @@ def _plain_line(index: int, expression: Any, data: Any, limit: int) -> str | Non
 def _direct(node: Any, dollar: Any, limit: int) -> Any:
     if isinstance(node, expressions.Statement):
         return _direct(node.expression, dollar, limit)
-    if type(node) is expressions.Constant:  # not a KeywordConstant (an identifier)
+    kind = type(node)
+    if kind is expressions.Wrap:  # parentheses
+        return _direct(node.expr, dollar, limit)
+    if kind is expressions.Constant:  # not a KeywordConstant (an identifier)
         if isinstance(node.value, _SCALARS):
             return node.value
         raise _Decline
-    if isinstance(node, expressions.GetContextValue):
+    if kind is expressions.GetContextValue:
         if node.path.value == "$":
             return dollar
         raise _Decline
-    if type(node) in (expressions.BinaryOperator, expressions.Function):
-        if node.name == "#operator_.":
+    if kind is expressions.UnaryOperator:
+        return _unary(node.name, _direct(node.args[0], dollar, limit))
+    if kind in (expressions.BinaryOperator, expressions.Function):
+        name = node.name
+        if name == "#operator_.":
             return _member(node.args[0], node.args[1], dollar, limit)
+        if name == "switch" and kind is expressions.Function:
+            return _switch(node.args, dollar, limit)
         if len(node.args) == 2:
+            if name in _LOGICAL:
+                # yaql: `left() and right()` / `left() or right()`, the right side lazily.
+                left = _direct(node.args[0], dollar, limit)
+                if not isinstance(left, _SCALARS):
+                    raise _Decline
+                if bool(left) == (name == "#operator_or"):
+                    return left
+                return _direct(node.args[1], dollar, limit)
             left, right = (_direct(arg, dollar, limit) for arg in node.args)
-            return _binary(node.name, left, right)
+            return _binary(name, left, right)
     raise _Decline
+
+
+_LOGICAL = frozenset({"#operator_and", "#operator_or"})
 
 
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _unary(name: str, value: Any) -> Any:
+    if name == "#unary_operator_not" and isinstance(value, _SCALARS):
+        return not value
+    if _number(value):
+        if name == "#unary_operator_-":
+            return -value
+        if name == "#unary_operator_+":
+            return +value
+    raise _Decline
+
+
+def _switch(rules: Any, dollar: Any, limit: int) -> Any:
+    """yaql's ``switch``: the value of the first rule whose condition is true, else null."""
+    # yaql matches the call before running it: every argument must be a `=>` rule.
+    if not rules or any(type(rule) is not expressions.MappingRuleExpression for rule in rules):
+        raise _Decline
+    for rule in rules:
+        condition = _direct(rule.source, dollar, limit)
+        if not isinstance(condition, _SCALARS):
+            raise _Decline
+        if condition:
+            return _direct(rule.destination, dollar, limit)
+    return None
 
 
 def _binary(name: str, left: Any, right: Any) -> Any:
@@ -738,7 +850,7 @@ def _binary(name: str, left: Any, right: Any) -> Any:
             return (left == right) == (name == "*equal")
         raise _Decline
     if _number(left) and _number(right):
-        if name in _NUMBER_OPERATORS and not (name == "#operator_/" and right == 0):
+        if name in _NUMBER_OPERATORS and not (name in _DIVIDING and right == 0):
             return _NUMBER_OPERATORS[name](left, right)
         if name in _ORDER_OPERATORS:
             return _ORDER_OPERATORS[name](left, right)
@@ -746,7 +858,8 @@ def _binary(name: str, left: Any, right: Any) -> Any:
 
 
 def _member(receiver: Any, member: Any, dollar: Any, limit: int) -> Any:
-    """``receiver.key``, ``receiver.len()`` or ``receiver.where(predicate)``."""
+    """``receiver.key``, ``receiver.len()``, ``receiver.where(predicate)`` or
+    ``receiver.select(selector)``."""
     value = _direct(receiver, dollar, limit)
     if type(member) is expressions.KeywordConstant:
         if isinstance(value, dict) and member.value in value:
@@ -756,18 +869,79 @@ def _member(receiver: Any, member: Any, dollar: Any, limit: int) -> Any:
         raise _Decline
     if member.name == "len" and not member.args and isinstance(value, list | dict | str):
         return len(value)
-    if member.name == "where" and len(member.args) == 1 and isinstance(value, list):
+    if member.name in ("where", "select") and len(member.args) == 1 and isinstance(value, list):
         if len(value) >= limit:
             raise _Decline
+        lambda_ = member.args[0]
+        if member.name == "select":
+            return [_direct(lambda_, item, limit) for item in value]
         kept = []
         for item in value:
-            verdict = _direct(member.args[0], item, limit)
+            verdict = _direct(lambda_, item, limit)
             if not isinstance(verdict, bool):
                 raise _Decline
             if verdict:
                 kept.append(item)
         return kept
     raise _Decline
+
+
+def _direct_only(node: Any, depth: int) -> bool:
+    """Whether ``node`` is written only in what :func:`_direct` evaluates (whatever the
+    data: that may still decline), so that trying it is never wasted on the syntax."""
+    if depth > _MAX_DEPTH:
+        return False
+    deeper = depth + 1
+    if isinstance(node, expressions.Statement):
+        return _direct_only(node.expression, deeper)
+    kind = type(node)
+    if kind is expressions.Wrap:
+        return _direct_only(node.expr, deeper)
+    if kind is expressions.Constant:
+        return isinstance(node.value, _SCALARS)
+    if kind is expressions.GetContextValue:
+        return bool(node.path.value == "$")
+    if kind is expressions.UnaryOperator:
+        return node.name in _UNARY and _direct_only(node.args[0], deeper)
+    if kind not in (expressions.BinaryOperator, expressions.Function):
+        return False
+    name, args = node.name, node.args
+    if name == "#operator_.":
+        receiver, member = args
+        if type(member) is expressions.KeywordConstant:
+            return _direct_only(receiver, deeper)
+        if type(member) is not expressions.Function:
+            return False
+        if member.name == "len":
+            return not member.args and _direct_only(receiver, deeper)
+        return (
+            member.name in ("where", "select")
+            and len(member.args) == 1
+            and _direct_only(receiver, deeper)
+            and _direct_only(member.args[0], deeper)
+        )
+    if name == "switch" and kind is expressions.Function:
+        return bool(args) and all(
+            type(rule) is expressions.MappingRuleExpression
+            and _direct_only(rule.source, deeper)
+            and _direct_only(rule.destination, deeper)
+            for rule in args
+        )
+    return len(args) == 2 and name in _BINARY and all(_direct_only(arg, deeper) for arg in args)
+
+
+HERE = "here"  # proven cheap for yaql: evaluated in-process (directly where possible)
+DIRECT = "direct"  # proven cheap for the direct evaluation only: in-process if it answers
+CHILD = "child"  # anything else: the forked, killable child
+
+
+def route(statement: Any, shape: DataShape) -> str:
+    """Where ``statement`` is evaluated on data of ``shape``: HERE, DIRECT or CHILD."""
+    if is_cheap(statement, shape):
+        return HERE
+    if is_direct(statement, shape):
+        return DIRECT
+    return CHILD
 
 
 def _evaluate(
@@ -777,9 +951,15 @@ def _evaluate(
     if not parsed:
         return []
     shape = shape_of(data)
-    here = [(text, tree) for text, tree in parsed if is_cheap(tree, shape)]
-    there = [(text, tree) for text, tree in parsed if not is_cheap(tree, shape)]
-    parts = [_evaluate_here(here, data, limits)] if here else []
+    routes = {text: route(tree, shape) for text, tree in parsed}
+    parts = []
+    declined: set[str] = set()
+    here = [(text, tree) for text, tree in parsed if routes[text] != CHILD]
+    if here:
+        direct_only = frozenset(text for text, _ in here if routes[text] == DIRECT)
+        values, failures, declined = _evaluate_here(here, data, limits, direct_only=direct_only)
+        parts.append((values, failures))
+    there = [(text, tree) for text, tree in parsed if routes[text] == CHILD or text in declined]
     if there:
         _root_context()  # build before forking so every child inherits it warm
         _prctl()

@@ -22,11 +22,14 @@ cloud at night::
 
     switch($.cost_per_hour = 0 and ($.now.hour >= 20 or $.now.hour < 6) => 3, true => 1)
 
-All accounts are evaluated in one bounded batch (apportion.yaql_eval: one forked,
-time- and memory-limited child): the expression is wrapped as ``$.select((EXPR))``
-over the list of account documents, which rebinds ``$`` to each account in turn
-and costs one parse and one fork per module rather than one per account. yaql is
-slow per operation (~0.1-0.3 ms per attribute access), so the batch's wall-time
+All accounts are evaluated in one bounded batch (apportion.yaql_eval): the
+expression is wrapped as ``$.select((EXPR))`` over the list of account documents,
+which rebinds ``$`` to each account in turn and costs one parse and at most one fork
+per module rather than one per account. An expression written in keys, arithmetic,
+comparisons, ``and``/``or``/``not`` and ``switch`` is answered in-process by
+yaql_eval's direct evaluation (yaql's semantics, bounded); anything else, or one it
+declines, goes to the forked, time- and memory-limited child. yaql itself is slow per
+operation (~0.1-0.3 ms per attribute access), so the batch's wall-time
 limit is ``yaql_timeout_seconds + yaql_seconds_per_account * accounts`` — but never
 more than what is left of the job's one budget, ``yaql_job_seconds``, which all the
 expression modules of a job share: a job's time is bounded whatever its accounts or

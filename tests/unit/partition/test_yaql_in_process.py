@@ -106,7 +106,7 @@ def test_in_process_and_the_child_give_the_same_value_or_failure(
     assert _cheap(expression)
     batch = {"schema[1].size": expression}
     here = yaql_eval.evaluate_batch(batch, HARDWARE, LIMITS)
-    monkeypatch.setattr(yaql_eval, "is_cheap", lambda tree, shape: False)
+    monkeypatch.setattr(yaql_eval, "route", lambda tree, shape: yaql_eval.CHILD)
     there = yaql_eval.evaluate_batch(batch, HARDWARE, LIMITS)
     assert here == there
 
@@ -139,13 +139,27 @@ def _plain_expressions(draw: st.DrawFn, depth: int = 0) -> str:
     if depth >= 2:
         return draw(simple)
     inner = _plain_expressions(depth + 1)
-    operator = st.sampled_from(["+", "-", "*", "/", "=", "!=", "<", ">", "<=", ">="])
+    operator = st.sampled_from(
+        ["+", "-", "*", "/", "mod", "=", "!=", "<", ">", "<=", ">=", "and", "or"]
+    )
     return draw(
         st.one_of(
             simple,
             st.builds(lambda a, o, b: f"({a}) {o} ({b})", inner, operator, inner),
+            st.builds(lambda o, a: f"{o}({a})", st.sampled_from(["-", "+", "not "]), inner),
             st.builds(lambda a: f"({a}).len()", inner),
             st.builds(lambda a, p: f"({a}).where({p})", inner, inner),
+            st.builds(lambda a, p: f"({a}).select({p})", inner, inner),
+            st.builds(
+                lambda rules, last: (
+                    "switch("
+                    + ", ".join(f"{c} => {v}" for c, v in rules)
+                    + (f", true => {last}" if last is not None else "")
+                    + ")"
+                ),
+                st.lists(st.tuples(inner, inner), min_size=1, max_size=2),
+                st.none() | inner,
+            ),
         )
     )
 
