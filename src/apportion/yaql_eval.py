@@ -515,6 +515,68 @@ def _function(node: expressions.Function, count: _Count, *, inside: bool, depth:
     return all(_walk(arg, count, inside=inside or iterating, depth=depth + 1) for arg in node.args)
 
 
+# ---- what an expression reads -------------------------------------------------------
+
+
+def data_paths(text: str, limits: Limits) -> frozenset[tuple[str, ...]] | None:
+    """The key paths under ``$`` that ``text`` reads, when they provably are all it reads.
+
+    ``$.now.hour`` reads ``("now", "hour")``; ``$.now.keys()`` reads ``("now",)``. So
+    its value is a function of the data at those paths alone (yaql without the clock
+    is deterministic), which lets a caller reuse a result while they are unchanged.
+    None when that cannot be proven: a syntax error, ``$`` used other than through keys
+    (``$``, ``$.get(…)``, ``$[…]``), another context name (``let`` bindings), or a
+    function outside the cheap expressions' set (which read only their arguments).
+    A ``$`` rebound inside a lambda or after ``->`` holds a value computed from those
+    paths, so its own keys may be listed too, harmlessly.
+    """
+    tree = _parse_or_fail("", text, limits)
+    if isinstance(tree, YaqlFailure):
+        return None
+    paths: set[tuple[str, ...]] = set()
+    return frozenset(paths) if _reads(tree, paths, 0) else None
+
+
+def _reads(node: Any, paths: set[tuple[str, ...]], depth: int) -> bool:
+    if depth > _MAX_DEPTH:
+        return False
+    deeper = depth + 1
+    if isinstance(node, expressions.Statement):
+        return _reads(node.expression, paths, deeper)
+    if isinstance(node, expressions.GetContextValue):  # a bare `$`, or `$name`
+        return False
+    if isinstance(node, expressions.Constant):
+        return True
+    if isinstance(node, expressions.Wrap):
+        return _reads(node.expr, paths, deeper)
+    if isinstance(node, expressions.MappingRuleExpression):
+        return _reads(node.source, paths, deeper) and _reads(node.destination, paths, deeper)
+    if isinstance(node, expressions.Function):
+        if node.name not in _ALLOWED or node.name == "let":
+            return False
+        path = _key_path(node)
+        if path is not None:
+            paths.add(path)
+            return True
+        return all(_reads(arg, paths, deeper) for arg in node.args)
+    return False
+
+
+def _key_path(node: Any) -> tuple[str, ...] | None:
+    """``("now", "hour")`` for ``$.now.hour``; None for anything but keys under ``$``."""
+    keys: list[str] = []
+    while (
+        isinstance(node, expressions.Function)
+        and node.name == "#operator_."
+        and type(node.args[1]) is expressions.KeywordConstant
+    ):
+        keys.append(node.args[1].value)
+        node = node.args[0]
+    if keys and isinstance(node, expressions.GetContextValue) and node.path.value == "$":
+        return tuple(reversed(keys))
+    return None
+
+
 # ---- the parent --------------------------------------------------------------------
 
 
@@ -1024,6 +1086,7 @@ __all__ = [
     "TOO_LONG",
     "BatchResult",
     "YaqlFailure",
+    "data_paths",
     "evaluate_batch",
     "syntax_failure",
     "warm_up",

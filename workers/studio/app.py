@@ -38,6 +38,7 @@ from apportion.contracts.policy import DEFAULT_POOL
 from apportion.engine import error_info, parse_json_text
 from apportion.errors import DomainError, InfrastructureError, Rejected
 from apportion.limits import Limits
+from apportion.selection.memo import ExpressionMemo
 from apportion.workers.policies.store import PolicyStore, PolicyVersion
 from apportion.workers.studio import deployable as dep
 from apportion.workers.studio.guard import Guard
@@ -89,6 +90,8 @@ class Studio:
     store: PolicyStore
     _deployables: OrderedDict[str, dep.Deployable] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Expression modules' values while what they read is unchanged (a slider moves).
+    expression_memo: ExpressionMemo = field(default_factory=lambda: ExpressionMemo(16))
 
     # ---- deployables ---------------------------------------------------------------
 
@@ -348,7 +351,11 @@ def create_app(studio: Studio) -> Starlette:
     def evaluate(request: Request, data: dict[str, Any]) -> Any:
         found = studio.deployable(_text(data, "deployable", limit=400))
         return dep.evaluate(
-            found, data.get("policy"), limits=config.limits, failures=config.failures
+            found,
+            data.get("policy"),
+            limits=config.limits,
+            failures=config.failures,
+            expression_memo=studio.expression_memo,
         )
 
     def simulate(request: Request, data: dict[str, Any]) -> Any:
@@ -359,7 +366,11 @@ def create_app(studio: Studio) -> Starlette:
         if not isinstance(seed, int) or isinstance(seed, bool) or abs(seed) > 2**62:
             raise Rejected.at("seed", "a whole number")
         outcome = dep.evaluate(
-            found, data.get("policy"), limits=config.limits, failures=config.failures
+            found,
+            data.get("policy"),
+            limits=config.limits,
+            failures=config.failures,
+            expression_memo=studio.expression_memo,
         )
         group = outcome["groups"][0]["probabilities"]
         return {

@@ -28,6 +28,7 @@ from apportion.launch import failure_counts, pool_of
 from apportion.limits import Limits
 from apportion.placement import check_found, find_candidates
 from apportion.selection import Pool, choose, dice
+from apportion.selection.memo import ExpressionMemo
 from apportion.selection.stored import validate_policy
 
 # (accounts, window_hours) -> failures per account in the window (the worker's store)
@@ -140,6 +141,7 @@ def evaluate(
     limits: Limits,
     failures: FailureCounts | None = None,
     now: datetime | None = None,
+    expression_memo: ExpressionMemo | None = None,
 ) -> dict[str, Any]:
     """Run ``raw_policy`` on the deployable's candidates, as launch_select would.
 
@@ -147,6 +149,10 @@ def evaluate(
     trace after every module, the accounts that no longer get any chance, and the
     account the job's own seed would pick. Raises :class:`Rejected` for a policy the
     engine refuses (naming ``policy[i].field``), including a hostile expression.
+
+    ``expression_memo`` (apportion.selection.memo) reuses an ``expression`` module's
+    values while everything it reads is unchanged, e.g. while a weight slider moves:
+    the engine's own results, under a key that provably determines them.
     """
     # As the store checks a policy on save (unknown keys, yaql syntax, limits): what
     # evaluates here can be saved.
@@ -164,6 +170,7 @@ def evaluate(
             seed=job.seed,
             now=ctx.now,
             limits=limits,
+            expression_memo=expression_memo,
         )
     selection = choice.selection
     return {

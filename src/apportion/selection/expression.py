@@ -39,6 +39,7 @@ collection.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from datetime import UTC, datetime
@@ -52,7 +53,7 @@ from apportion.limits import Limits, env_name
 from apportion.selection.distribution import Distribution
 from apportion.selection.facts import Facts
 from apportion.selection.modules import Step, adjustment, make_step
-from apportion.yaql_eval import SYNTAX, TIMEOUT, evaluate_batch, syntax_failure
+from apportion.yaql_eval import SYNTAX, TIMEOUT, data_paths, evaluate_batch, syntax_failure
 
 _PREFIX = "$.select(("
 _SUFFIX = "))"
@@ -166,16 +167,23 @@ def apply(module: ExpressionModule, dist: Distribution, facts: Facts, path: str)
             "yaql_timeout_seconds": min(own, left),
         }
     )
-    result = evaluate_batch({name: text}, account_documents(dist, facts), limits)
-    if not result.ok:
-        failure = result.failures[0]
-        message = failure.message
-        if failure.code == SYNTAX:
-            message = _unwrap(message, text, module.expression)
-        elif failure.code == TIMEOUT:
-            message = _over_budget(base) if left <= own else f"{message} ({_timeout_hint()})"
-        raise Rejected(f"{name}: {message}", [Problem(name, message)], code="bad_expression")
-    values = result.values[name]
+    documents = account_documents(dist, facts)
+    memo = facts.expression_memo
+    key = _memo_key(module.expression, documents, base) if memo is not None else None
+    values = memo.get(key) if memo is not None and key is not None else None
+    if values is None:
+        result = evaluate_batch({name: text}, documents, limits)
+        if not result.ok:
+            failure = result.failures[0]
+            message = failure.message
+            if failure.code == SYNTAX:
+                message = _unwrap(message, text, module.expression)
+            elif failure.code == TIMEOUT:
+                message = _over_budget(base) if left <= own else f"{message} ({_timeout_hint()})"
+            raise Rejected(f"{name}: {message}", [Problem(name, message)], code="bad_expression")
+        values = result.values[name]
+        if memo is not None and key is not None:
+            memo.put(key, values)
     if not isinstance(values, list) or len(values) != len(dist.accounts):
         raise Rejected.at(
             name, "the expression must give one factor per account", code="bad_expression"
@@ -195,6 +203,28 @@ def apply(module: ExpressionModule, dist: Distribution, facts: Facts, path: str)
     changed = int(np.count_nonzero(factors != 1.0))
     note = f"{label}times yaql factor ({changed} of {len(factors)} accounts not 1)"
     return make_step(dist.multiplied(factors), note)
+
+
+def _memo_key(expression: str, documents: list[dict[str, Any]], limits: Limits) -> str | None:
+    """What determines the expression's values: its text, the limits, and each account's
+    data at the paths it reads (None when those cannot be proven, see data_paths)."""
+    paths = data_paths(expression, limits)
+    if paths is None:
+        return None
+    order = sorted(paths)
+    read = [[_at(doc, path) for path in order] for doc in documents]
+    return json.dumps([expression, limits.model_dump(mode="json"), order, read], sort_keys=True)
+
+
+def _at(document: Any, path: tuple[str, ...]) -> list[Any]:
+    """``[0, value]`` at ``path``; ``[1, depth, value]`` where the path stops (a missing
+    key or a value that is not a mapping), which yaql then sees the same way."""
+    value = document
+    for depth, key in enumerate(path):
+        if not isinstance(value, dict) or key not in value:
+            return [1, depth, value if not isinstance(value, dict) else None]
+        value = value[key]
+    return [0, value]
 
 
 def _over_budget(limits: Limits) -> str:

@@ -22,6 +22,7 @@ import numpy as np
 from apportion.contracts.launch import Account, AllocationRequest, Provider
 from apportion.limits import Limits
 from apportion.selection.distribution import FloatArray, frozen
+from apportion.selection.memo import ExpressionMemo
 
 DEFAULT_ACCOUNT = Account()
 """What an account missing from the job's ``accounts`` gets: priority 0, weight 1,
@@ -63,6 +64,8 @@ class Facts:
     now: datetime
     limits: Limits
     expression_clock: ExpressionClock = field(default_factory=ExpressionClock)
+    # The caller's memo of expression results (selection/memo.py); None in a worker.
+    expression_memo: ExpressionMemo | None = None
 
     @classmethod
     def build(
@@ -75,6 +78,7 @@ class Facts:
         free_share: Mapping[str, float] | None,
         now: datetime,
         limits: Limits,
+        expression_memo: ExpressionMemo | None = None,
     ) -> Facts:
         def column(values: Sequence[float]) -> FloatArray:
             return frozen(np.asarray(values, dtype=np.float64))
@@ -93,6 +97,7 @@ class Facts:
             else None,
             now=now,
             limits=limits,
+            expression_memo=expression_memo,
         )
 
 

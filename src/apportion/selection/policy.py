@@ -53,6 +53,7 @@ from apportion.selection.facts import (
     finite_costs,
     request_costs,
 )
+from apportion.selection.memo import ExpressionMemo
 from apportion.selection.utilisation import free_shares
 
 _POLICY_ADAPTER: TypeAdapter[list[PolicyModule]] = TypeAdapter(list[PolicyModule])
@@ -238,8 +239,13 @@ def choose(
     seed: int | None,
     now: datetime,
     limits: Limits,
+    expression_memo: ExpressionMemo | None = None,
 ) -> Choice:
-    """:func:`apply_policy` over a :class:`Pool`: groups, probabilities, costs, the dice."""
+    """:func:`apply_policy` over a :class:`Pool`: groups, probabilities, costs, the dice.
+
+    ``expression_memo`` lets a caller that re-runs policies over the same accounts
+    reuse ``expression`` modules' results (selection/memo.py); the answer is the same.
+    """
     check_policy(policy, limits)
     _check_inputs(accounts, failures, exclude_accounts, limits)
     accounts_of = _candidate_accounts(pool)
@@ -276,6 +282,7 @@ def choose(
         else None,
         now,
         limits,
+        expression_memo,
     )
     trace = _run_stack(policy, facts, removed_note=_removed_note(excluded, disabled))
     return _roll(accounts_of, present, trace, costs, seed)
