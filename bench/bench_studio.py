@@ -150,7 +150,8 @@ def bench_server(port: int, job: bytes, rounds: int, studio: Studio, paired: boo
     for r in range(rounds + 2):  # two warm-up rounds
         for label, old in runs:
             policy = json.loads(json.dumps(STACKS[label]))
-            policy[1]["weights"] = {"acct0002": 1 + r % 9}
+            # A new weight every round: a stack reading probabilities never repeats its input.
+            policy[1]["weights"] = {"acct0002": 1 + r % 9 + r / 1000}
             body = json.dumps({"deployable": ident, "policy": policy}).encode()
             with before(studio) if old else contextlib.nullcontext():
                 started = time.perf_counter()
