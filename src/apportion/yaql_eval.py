@@ -518,8 +518,13 @@ def _function(node: expressions.Function, count: _Count, *, inside: bool, depth:
 # ---- what an expression reads -------------------------------------------------------
 
 
-def data_paths(text: str, limits: Limits) -> frozenset[tuple[str, ...]] | None:
+def data_paths(
+    text: str, limits: Limits, *, each: bool = False
+) -> frozenset[tuple[str, ...]] | None:
     """The key paths under ``$`` that ``text`` reads, when they provably are all it reads.
+
+    ``each=True`` is for ``$.select(SELECTOR)`` over a list: the paths the selector
+    reads of each element (None if ``text`` is not of that form).
 
     ``$.now.hour`` reads ``("now", "hour")``; ``$.now.keys()`` reads ``("now",)``. So
     its value is a function of the data at those paths alone (yaql without the clock
@@ -533,8 +538,25 @@ def data_paths(text: str, limits: Limits) -> frozenset[tuple[str, ...]] | None:
     tree = _parse_or_fail("", text, limits)
     if isinstance(tree, YaqlFailure):
         return None
+    if each:
+        tree = _selector(tree)
+        if tree is None:
+            return None
     paths: set[tuple[str, ...]] = set()
     return frozenset(paths) if _reads(tree, paths, 0) else None
+
+
+def _selector(statement: Any) -> Any | None:
+    """``SELECTOR`` of a parsed ``$.select(SELECTOR)``; None for anything else."""
+    node = statement.expression
+    if not (type(node) is expressions.BinaryOperator and node.name == "#operator_."):
+        return None
+    receiver, member = node.args
+    if not (type(receiver) is expressions.GetContextValue and receiver.path.value == "$"):
+        return None
+    if type(member) is not expressions.Function or member.name != "select":
+        return None
+    return member.args[0] if len(member.args) == 1 else None
 
 
 def _reads(node: Any, paths: set[tuple[str, ...]], depth: int) -> bool:

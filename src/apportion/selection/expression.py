@@ -169,7 +169,7 @@ def apply(module: ExpressionModule, dist: Distribution, facts: Facts, path: str)
     )
     documents = account_documents(dist, facts)
     memo = facts.expression_memo
-    key = _memo_key(module.expression, documents, base) if memo is not None else None
+    key = _memo_key(text, documents, limits) if memo is not None else None
     values = memo.get(key) if memo is not None and key is not None else None
     if values is None:
         result = evaluate_batch({name: text}, documents, limits)
@@ -205,15 +205,17 @@ def apply(module: ExpressionModule, dist: Distribution, facts: Facts, path: str)
     return make_step(dist.multiplied(factors), note)
 
 
-def _memo_key(expression: str, documents: list[dict[str, Any]], limits: Limits) -> str | None:
-    """What determines the expression's values: its text, the limits, and each account's
-    data at the paths it reads (None when those cannot be proven, see data_paths)."""
-    paths = data_paths(expression, limits)
+def _memo_key(text: str, documents: list[dict[str, Any]], limits: Limits) -> str | None:
+    """What determines the wrapped expression's values: its text, the limits (but the
+    time granted, which decides only whether it fails), and each account's data at the
+    paths it reads (None when those cannot be proven, see data_paths)."""
+    paths = data_paths(text, limits, each=True)
     if paths is None:
         return None
     order = sorted(paths)
     read = [[_at(doc, path) for path in order] for doc in documents]
-    return json.dumps([expression, limits.model_dump(mode="json"), order, read], sort_keys=True)
+    bounds = limits.model_dump(mode="json", exclude={"yaql_timeout_seconds"})
+    return json.dumps([text, bounds, order, read], sort_keys=True)
 
 
 def _at(document: Any, path: tuple[str, ...]) -> list[Any]:

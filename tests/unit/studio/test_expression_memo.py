@@ -145,3 +145,14 @@ def test_the_memo_keeps_only_the_most_recently_used_results() -> None:
 def test_the_paths_an_expression_reads(expression: str, paths: set[Any] | None) -> None:
     found = data_paths(expression, DEFAULT_LIMITS)
     assert (None if found is None else set(found)) == paths
+
+
+def test_the_paths_the_selector_of_a_select_reads_of_each_element() -> None:
+    wrapped = f"$.select(({PRIVATE_AT_NIGHT}))"
+    assert data_paths(wrapped, DEFAULT_LIMITS, each=True) == {
+        ("cost_per_hour",),
+        ("now", "hour"),
+    }
+    assert data_paths(f"{wrapped}.len()", DEFAULT_LIMITS, each=True) is None
+    assert data_paths("$.where(true)", DEFAULT_LIMITS, each=True) is None
+    assert data_paths("$.select(($))", DEFAULT_LIMITS, each=True) is None
