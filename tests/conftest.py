@@ -10,7 +10,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import pytest
 
@@ -36,10 +36,18 @@ def load_reference(name: str) -> Any:
     return json.loads((REFERENCE / name).read_text())
 
 
-def own_redis_server(workdir: Path, *, appendonly: bool = False) -> Iterator[RedisServer]:
-    """A dedicated redis-server on a free port for the fixture that yields from this;
-    a missing redis-server skips locally and fails in CI."""
-    server = RedisServer(port=free_port(), workdir=workdir, appendonly=appendonly)
+class Startable(Protocol):
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+
+
+S = TypeVar("S", bound=Startable)
+
+
+def running(server: S) -> Iterator[S]:
+    """Start ``server`` (a redis-server, or a cluster of them) for the fixture that
+    yields from this, and stop it after; a missing redis-server skips locally and fails
+    in CI."""
     try:
         server.start()
     except FileNotFoundError:
@@ -48,6 +56,11 @@ def own_redis_server(workdir: Path, *, appendonly: bool = False) -> Iterator[Red
         pytest.skip("redis-server is not installed (CI installs it)")
     yield server
     server.stop()
+
+
+def own_redis_server(workdir: Path, *, appendonly: bool = False) -> Iterator[RedisServer]:
+    """A dedicated redis-server on a free port (see :func:`running`)."""
+    yield from running(RedisServer(port=free_port(), workdir=workdir, appendonly=appendonly))
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ import pytest
 import redis
 from celery import Celery
 
+from apportion import kinds
 from apportion.config.settings import Settings
 from apportion.workers.app import create_app
 from apportion.workers.redis.keys import Keys
@@ -20,6 +21,20 @@ pytestmark = [pytest.mark.redis, pytest.mark.worker]
 # Celery's own "received"/"succeeded" lines, which the fault tests read to tell which
 # worker was handed which job (apportion logs one line per job, after it ran).
 CELERY_TASK_LINES = {"APPORTION_LOG_CELERY_TASK_LINES": "true"}
+
+
+def short_redelivery(visibility: int, soft: int, hard: int) -> dict[str, str]:
+    """Worker settings for fault tests: a visibility timeout short enough that a job
+    whose worker died comes back within the test, and every queue's time limits below
+    it (Settings refuses a visibility timeout not longer than every hard limit)."""
+    env = {
+        "APPORTION_VISIBILITY_TIMEOUT": str(visibility),
+        "APPORTION_UNACKED_RESTORE_INTERVAL": "1",
+    }
+    for queue in kinds.queues():
+        env[f"APPORTION_TIME_LIMITS__{queue.upper()}__SOFT"] = str(soft)
+        env[f"APPORTION_TIME_LIMITS__{queue.upper()}__HARD"] = str(hard)
+    return env
 
 
 def worker_env(url: str, **extra: str) -> dict[str, str]:

@@ -38,7 +38,7 @@ from apportion.config.settings import Settings
 from apportion.workers.app import create_app
 from tests.acceptance.cli import APPORTION, apportion
 from tests.conftest import load_example, own_redis_server
-from tests.integration.conftest import CELERY_TASK_LINES, worker_env
+from tests.integration.conftest import CELERY_TASK_LINES, short_redelivery, worker_env
 from tests.support.jobs import (
     VARIANTS,
     Job,
@@ -57,14 +57,7 @@ KINDS = {kind for kind, _ in VARIANTS.values()}
 # A job whose acknowledgement could not be sent during the outage is redelivered after
 # the visibility timeout: keep it short. Soft limits stay above the ~2.5 s a publish
 # keeps reconnecting inside one call (workers/redis/client.py).
-LIMITS = {
-    "APPORTION_VISIBILITY_TIMEOUT": "14",
-    "APPORTION_UNACKED_RESTORE_INTERVAL": "1",
-    **{f"APPORTION_TIME_LIMITS__{q}__SOFT": "10" for q in ("ATTACH", "LAUNCH", "PARTITION")},
-    **{f"APPORTION_TIME_LIMITS__{q}__HARD": "12" for q in ("ATTACH", "LAUNCH", "PARTITION")},
-    "APPORTION_TIME_LIMITS__EVENTS__SOFT": "10",
-    "APPORTION_TIME_LIMITS__EVENTS__HARD": "12",
-}
+LIMITS = short_redelivery(visibility=14, soft=10, hard=12)
 
 
 @pytest.fixture

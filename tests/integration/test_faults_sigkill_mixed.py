@@ -28,7 +28,7 @@ import redis
 from apportion.config.settings import Settings
 from apportion.workers.app import create_app
 from tests.conftest import own_redis_server
-from tests.integration.conftest import CELERY_TASK_LINES, worker_env
+from tests.integration.conftest import CELERY_TASK_LINES, short_redelivery, worker_env
 from tests.support.jobs import (
     VARIANTS,
     event_counts,
@@ -48,14 +48,7 @@ JOBS = 1000
 KILL_AT = (150, 400, 650)
 # Short enough that killed jobs come back within the test, longer than every hard
 # limit (Settings refuses anything else); soft limits far above any job here.
-SHORT_LIMITS = {
-    "APPORTION_VISIBILITY_TIMEOUT": "7",
-    "APPORTION_UNACKED_RESTORE_INTERVAL": "1",
-    **{f"APPORTION_TIME_LIMITS__{q}__SOFT": "4" for q in ("ATTACH", "LAUNCH", "PARTITION")},
-    **{f"APPORTION_TIME_LIMITS__{q}__HARD": "5" for q in ("ATTACH", "LAUNCH", "PARTITION")},
-    "APPORTION_TIME_LIMITS__EVENTS__SOFT": "4",
-    "APPORTION_TIME_LIMITS__EVENTS__HARD": "5",
-}
+SHORT_LIMITS = short_redelivery(visibility=7, soft=4, hard=5)
 KINDS = {kind for kind, _ in VARIANTS.values()}
 
 

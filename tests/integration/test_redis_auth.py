@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.acceptance.cli import apportion
-from tests.conftest import REQUIRE_REDIS, load_example
+from tests.conftest import load_example, running
 from tests.integration.conftest import worker_env
 from tests.integration.test_interop import NODE_PRODUCER, _node
 from tests.support.processes import RedisServer, Worker, free_port, running_worker
@@ -32,20 +32,14 @@ SECRETS = (PASSWORD, ACL_PASSWORD)
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = RedisServer(
-        port=free_port(),
-        workdir=tmp_path_factory.mktemp("redis-auth"),
-        password=PASSWORD,
-        extra_args=("--user", "apportion", "on", f">{ACL_PASSWORD}", "~*", "&*", "+@all"),
+    yield from running(
+        RedisServer(
+            port=free_port(),
+            workdir=tmp_path_factory.mktemp("redis-auth"),
+            password=PASSWORD,
+            extra_args=("--user", "apportion", "on", f">{ACL_PASSWORD}", "~*", "&*", "+@all"),
+        )
     )
-    try:
-        server.start()
-    except FileNotFoundError:
-        if REQUIRE_REDIS:
-            pytest.fail("redis-server is not installed; CI must run the real-Redis tests")
-        pytest.skip("redis-server is not installed (CI installs it)")
-    yield server
-    server.stop()
 
 
 def acl_url(server: RedisServer) -> str:

@@ -29,8 +29,8 @@ from apportion.config.settings import Settings
 from apportion.workers.app import create_app
 from apportion.workers.redis.client import make_redis, redact_url
 from tests.acceptance.cli import apportion
-from tests.conftest import REQUIRE_REDIS, load_example
-from tests.integration.conftest import worker_env
+from tests.conftest import load_example, running
+from tests.integration.conftest import short_redelivery, worker_env
 from tests.support.jobs import event_counts, make_job, queued_and_unacked, unacked_task_ids
 from tests.support.processes import SentinelCluster, Worker, wait_until
 
@@ -43,29 +43,14 @@ SENTINEL_PASSWORD = f"spw-{uuid.uuid4().hex}"
 SENTINEL_ENV = {"APPORTION_SENTINEL_PASSWORD": SENTINEL_PASSWORD}
 # A job whose acknowledgement went to the dead primary is redelivered after the
 # visibility timeout (and publishes nothing new): keep it short.
-LIMITS = {
-    "APPORTION_VISIBILITY_TIMEOUT": "14",
-    "APPORTION_UNACKED_RESTORE_INTERVAL": "1",
-    **{f"APPORTION_TIME_LIMITS__{q}__SOFT": "10" for q in ("ATTACH", "LAUNCH", "PARTITION")},
-    **{f"APPORTION_TIME_LIMITS__{q}__HARD": "12" for q in ("ATTACH", "LAUNCH", "PARTITION")},
-    "APPORTION_TIME_LIMITS__EVENTS__SOFT": "10",
-    "APPORTION_TIME_LIMITS__EVENTS__HARD": "12",
-}
+LIMITS = short_redelivery(visibility=14, soft=10, hard=12)
 
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[SentinelCluster]:
-    cluster = SentinelCluster(
-        tmp_path / "redis", password=PASSWORD, sentinel_password=SENTINEL_PASSWORD
+    yield from running(
+        SentinelCluster(tmp_path / "redis", password=PASSWORD, sentinel_password=SENTINEL_PASSWORD)
     )
-    try:
-        cluster.start()
-    except FileNotFoundError:
-        if REQUIRE_REDIS:
-            pytest.fail("redis-server is not installed; CI must run the real-Redis tests")
-        pytest.skip("redis-server is not installed (CI installs it)")
-    yield cluster
-    cluster.stop()
 
 
 def test_all_jobs_are_answered_exactly_once_when_the_primary_is_killed_under_them(

@@ -12,25 +12,14 @@ from apportion.config.settings import Settings
 from apportion.workers.app import create_app
 from apportion.workers.redis.keys import Keys
 from tests.conftest import load_example
-from tests.integration.conftest import stream_job_ids, worker_env
+from tests.integration.conftest import short_redelivery, stream_job_ids, worker_env
 from tests.support.processes import RedisServer, Worker, wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow]
 
 JOBS = 300
 # Short enough to redeliver within the test, longer than every hard limit (Settings checks).
-SHORT_LIMITS = {
-    "APPORTION_VISIBILITY_TIMEOUT": "6",
-    "APPORTION_UNACKED_RESTORE_INTERVAL": "1",
-    **{
-        f"APPORTION_TIME_LIMITS__{q}__SOFT": "3"
-        for q in ("ATTACH", "LAUNCH", "PARTITION", "EVENTS")
-    },
-    **{
-        f"APPORTION_TIME_LIMITS__{q}__HARD": "4"
-        for q in ("ATTACH", "LAUNCH", "PARTITION", "EVENTS")
-    },
-}
+SHORT_LIMITS = short_redelivery(visibility=6, soft=3, hard=4)
 
 
 def test_a_worker_killed_mid_run_loses_no_job_and_duplicates_no_event(
