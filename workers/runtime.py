@@ -106,30 +106,14 @@ def build_runtime(settings: Settings) -> Runtime:
         dedup_ttl=settings.dedup_ttl,
         max_age_seconds=settings.stream_max_age,
     )
-    failures = FailureStore(
-        client,
-        keys,
-        retention_seconds=int(settings.failure_retention_hours * 3600),
-        stream_maxlen=settings.stream_maxlen,
-        stream_max_age=settings.stream_max_age,
-        max_per_account=settings.failure_history_max_per_account,
-    )
     return Runtime(
         settings=settings,
         publisher=publisher,
-        failures=failures,
+        failures=failure_store(settings, client),
         keys=keys,
         launcher=make_launcher(settings),
         policies=policy_store(settings, client),
-        recent=RecentJobs(
-            client,
-            keys,
-            keep=settings.recent_jobs,
-            max_bytes=settings.recent_job_max_bytes,
-            ttl_seconds=settings.stream_max_age,
-        )
-        if settings.recent_jobs
-        else None,
+        recent=recent_jobs(settings, client) if settings.recent_jobs else None,
     )
 
 
@@ -141,6 +125,29 @@ def policy_store(settings: Settings, client: redis.Redis | None = None) -> Polic
         max_versions=settings.policy_max_versions,
         max_bytes=settings.policy_max_bytes,
         limits=settings.limits,
+    )
+
+
+def failure_store(settings: Settings, client: redis.Redis | None = None) -> FailureStore:
+    """The failure history of ``settings`` (its Redis, key prefix, retention, bounds)."""
+    return FailureStore(
+        client if client is not None else get_redis(settings),
+        Keys(settings.stream_prefix),
+        retention_seconds=int(settings.failure_retention_hours * 3600),
+        stream_maxlen=settings.stream_maxlen,
+        stream_max_age=settings.stream_max_age,
+        max_per_account=settings.failure_history_max_per_account,
+    )
+
+
+def recent_jobs(settings: Settings, client: redis.Redis | None = None) -> RecentJobs:
+    """The record of recent launch_select jobs of ``settings`` (how many, how large, how long)."""
+    return RecentJobs(
+        client if client is not None else get_redis(settings),
+        Keys(settings.stream_prefix),
+        keep=settings.recent_jobs,
+        max_bytes=settings.recent_job_max_bytes,
+        ttl_seconds=settings.stream_max_age,
     )
 
 

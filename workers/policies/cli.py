@@ -25,6 +25,10 @@ from apportion.workers.policies.text import policy_yaml, read_policy_yaml, when
 from apportion.workers.redis.client import make_redis
 from apportion.workers.runtime import policy_store
 
+# A policy file's limit (read_policy_yaml's): four times the store's limit on the
+# policy's JSON, as YAML with comments is longer.
+POLICY_LIMIT = "4 × APPORTION_POLICY_MAX_BYTES"
+
 
 def default_author() -> str:
     """``$USER@hostname``: who saved a version, when ``--author`` is not given."""
@@ -109,7 +113,7 @@ def _show(store: PolicyStore, args: argparse.Namespace) -> int:
 
 
 def _set(store: PolicyStore, args: argparse.Namespace) -> int:
-    text = read_input(args.file)
+    text = read_input(args.file, max_chars=store.max_bytes * 4, limit_name=POLICY_LIMIT)
     try:
         policy = read_policy_yaml(text, max_chars=store.max_bytes * 4, source=args.file)
     except Rejected as exc:

@@ -5,7 +5,9 @@ origin). Endpoints (all JSON; errors as ``{"error": {code, message, details}}`` 
 ``details`` naming each field, as a rejected envelope does):
 
 * ``GET  /api/state`` — pools, deployables on offer, limits;
-* ``GET  /api/policy?pool=P`` — the policy the pool's jobs get now, and its history;
+* ``GET  /api/policy?pool=P&limit=N`` — the policy the pool's jobs get now, and its
+  newest N (50; at most 1000) versions without their bodies;
+* ``GET  /api/policy/version?pool=P&version=N`` — one version, its policy included;
 * ``POST /api/deployables/select`` ``{"id"}`` — compute an offered job's candidates;
 * ``POST /api/deployables/upload`` (the job as the body) — validate and compute;
 * ``POST /api/evaluate`` ``{"deployable", "policy"}`` — groups, trace, no-chance list;
@@ -16,6 +18,7 @@ origin). Endpoints (all JSON; errors as ``{"error": {code, message, details}}`` 
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -39,10 +42,11 @@ from apportion.engine import error_info, parse_json_text
 from apportion.errors import DomainError, InfrastructureError, Rejected
 from apportion.limits import Limits
 from apportion.selection.memo import ExpressionMemo
-from apportion.workers.policies.store import PolicyStore, PolicyVersion
+from apportion.workers.policies.store import MAX_AUTHOR, MAX_COMMENT, PolicyStore, PolicyVersion
 from apportion.workers.studio import deployable as dep
 from apportion.workers.studio.guard import Guard
 
+log = logging.getLogger("apportion.studio")
 STATIC = Path(__file__).resolve().parent / "static"
 
 # Served with every response: the page loads only its own files (no CDN, no inline
@@ -56,6 +60,16 @@ SECURITY_HEADERS = {
     "x-frame-options": "DENY",
     "cache-control": "no-store",
 }
+
+
+# A policy request is small: the modules and an expression of bounded length.
+MAX_REQUEST_BYTES = 1024 * 1024
+# /api/policy lists the newest versions without their bodies: this many unless asked.
+HISTORY_SHOWN = 50
+MAX_HISTORY_SHOWN = 1000
+MAX_ID = 400
+MAX_POOL = 200
+MAX_LABEL = 200
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,8 @@ class StudioConfig:
     # Each recent launch_select job, as JSON data, newest first (workers/studio/recent.py).
     recent_jobs: Callable[[], list[Any]] | None = None
     failures: dep.FailureCounts | None = None
+    # The URL the browser sees the studio at behind a reverse proxy (guard.Guard).
+    public_origin: str | None = None
 
 
 @dataclass
@@ -110,13 +126,23 @@ class Studio:
                         _reader(path, self.config.limits),
                     )
                 )
-        if self.config.recent_jobs is not None:
-            for job in self.config.recent_jobs():
-                digest = _digest(encode(job))
-                job_id = job.get("job_id") if isinstance(job, dict) else None
-                label = f"recent: {job_id or digest[:12]}"
-                out.append(Offer(f"recent:{digest}", label, "recent", _constant(job)))
+        for job in self._recent():
+            digest = _digest(encode(job))
+            job_id = job.get("job_id") if isinstance(job, dict) else None
+            label = f"recent: {job_id or digest[:12]}"
+            out.append(Offer(f"recent:{digest}", label, "recent", _constant(job)))
         return out
+
+    def _recent(self) -> list[Any]:
+        """The recent jobs kept by the workers; none when Redis does not answer, so the
+        examples are still offered (and picked) without it."""
+        if self.config.recent_jobs is None:
+            return []
+        try:
+            return self.config.recent_jobs()
+        except InfrastructureError as exc:
+            log.warning("the recent launch_select jobs are not offered: %s", exc)
+            return []
 
     def deployable(self, ident: str) -> dep.Deployable:
         with self._lock:
@@ -165,9 +191,11 @@ class Studio:
 
     # ---- policies ------------------------------------------------------------------
 
-    def policy_of(self, pool: str) -> dict[str, Any]:
+    def policy_of(self, pool: str, limit: int = HISTORY_SHOWN) -> dict[str, Any]:
+        """The policy ``pool``'s jobs get now, and its newest ``limit`` versions listed
+        without their bodies (GET /api/policy/version fetches one)."""
         version = self.store.effective(pool)
-        history = [_version(v) for v in self.store.history(pool)] if pool else []
+        history = [_listed(v) for v in self.store.history(pool, limit=limit)] if pool else []
         if version is not None:
             return {"pool": pool, "current": _version(version), "history": history}
         config = self.config.config_policy
@@ -186,6 +214,10 @@ class Studio:
 
 def _version(v: PolicyVersion) -> dict[str, Any]:
     return v.as_dict()
+
+
+def _listed(v: PolicyVersion) -> dict[str, Any]:
+    return {"version": v.version, "author": v.author, "comment": v.comment, "saved_at": v.saved_at}
 
 
 def _digest(data: bytes) -> str:
@@ -294,137 +326,181 @@ class _SecurityHeaders:
         await self.app(scope, receive, with_headers)
 
 
-def create_app(studio: Studio) -> Starlette:
-    config = studio.config
-    guard = Guard(config.token, config.loopback_only)
-    # A policy request is small: the modules and an expression of bounded length.
-    small = 1024 * 1024
+Handler = Callable[[Studio, Request, Any], Any]
 
-    def api(
-        handler: Callable[[Request, dict[str, Any]], Any], *, post: bool = True
-    ) -> Callable[[Request], Any]:
-        async def endpoint(request: Request) -> Response:
-            refused = guard.check(request)
-            if refused is not None:
-                return refused
-            data: dict[str, Any] = {}
-            try:
-                if post:
-                    raw = await _body(request, small)
-                    if isinstance(raw, Response):
-                        return raw
-                    data = _object(raw, config.limits)
-                result = await run_in_threadpool(handler, request, data)
-            except DomainError as exc:
-                return _problem(exc)
-            except InfrastructureError as exc:
-                return _unavailable(exc)
-            return result if isinstance(result, Response) else _json(result)
 
-        return endpoint
+def api(
+    studio: Studio, handler: Handler, *, post: bool = True, raw_limit: int | None = None
+) -> Callable[[Request], Any]:
+    """An endpoint: the guard, the body read under a limit, errors as JSON answers.
 
-    def state(request: Request, _: dict[str, Any]) -> Any:
-        pools = sorted({DEFAULT_POOL, *studio.store.pools()})
-        return {
-            "pools": pools,
-            "default_pool": DEFAULT_POOL,
-            "deployables": [
-                {"id": o.id, "label": o.label, "source": o.source} for o in studio.offers()
-            ],
-            "loaded": [
-                {"id": d.id, "label": d.label, "source": d.source} for d in studio.uploads()
-            ],
-            "max_upload_bytes": config.max_upload_bytes,
-            "max_launches": config.max_launches,
-            "max_expression_length": config.limits.yaql_max_expression_length,
-        }
+    A POST's body is read up to ``raw_limit`` bytes (413 beyond) and handed to
+    ``handler`` as bytes; without ``raw_limit``, up to MAX_REQUEST_BYTES and handed as
+    a JSON object.
+    """
+    guard = Guard(studio.config.token, studio.config.loopback_only, studio.config.public_origin)
 
-    def policy(request: Request, _: dict[str, Any]) -> Any:
-        pool = request.query_params.get("pool") or DEFAULT_POOL
-        if len(pool) > 200:
-            raise Rejected.at("pool", "at most 200 characters")
-        return studio.policy_of(pool)
-
-    def select(request: Request, data: dict[str, Any]) -> Any:
-        return studio.select(_text(data, "id", limit=400)).summary()
-
-    def evaluate(request: Request, data: dict[str, Any]) -> Any:
-        found = studio.deployable(_text(data, "deployable", limit=400))
-        return dep.evaluate(
-            found,
-            data.get("policy"),
-            limits=config.limits,
-            failures=config.failures,
-            expression_memo=studio.expression_memo,
-        )
-
-    def simulate(request: Request, data: dict[str, Any]) -> Any:
-        found = studio.deployable(_text(data, "deployable", limit=400))
-        launches, seed = data.get("launches", 1000), data.get("seed", 0)
-        if not isinstance(launches, int) or not 1 <= launches <= config.max_launches:
-            raise Rejected.at("launches", f"a whole number from 1 to {config.max_launches}")
-        if not isinstance(seed, int) or isinstance(seed, bool) or abs(seed) > 2**62:
-            raise Rejected.at("seed", "a whole number")
-        outcome = dep.evaluate(
-            found,
-            data.get("policy"),
-            limits=config.limits,
-            failures=config.failures,
-            expression_memo=studio.expression_memo,
-        )
-        group = outcome["groups"][0]["probabilities"]
-        return {
-            "launches": launches,
-            "seed": seed,
-            "expected": group,
-            "counts": dep.simulate(group, launches, seed),
-        }
-
-    def save(request: Request, data: dict[str, Any]) -> Any:
-        pool = _text(data, "pool", limit=200)
-        author = _text(data, "author", limit=200)
-        comment = _text(data, "comment", limit=2000, required=False)
-        raw = data.get("policy")
-        if not isinstance(raw, list):
-            raise Rejected.at("policy", "a policy is a list of modules")
-        saved = studio.store.save(pool, raw, author=author, comment=comment)
-        return {"saved": _version(saved)}
-
-    async def upload(request: Request) -> Response:
+    async def endpoint(request: Request) -> Response:
         refused = guard.check(request)
         if refused is not None:
             return refused
-        raw = await _body(request, config.max_upload_bytes)
-        if isinstance(raw, Response):
-            return raw
-        name = request.query_params.get("name", "")[:200]
+        data: Any = {}
         try:
-            found = await run_in_threadpool(studio.upload, raw, name)
+            if post:
+                raw = await _body(request, raw_limit or MAX_REQUEST_BYTES)
+                if isinstance(raw, Response):
+                    return raw
+                data = raw if raw_limit is not None else _object(raw, studio.config.limits)
+            result = await run_in_threadpool(handler, studio, request, data)
         except DomainError as exc:
             return _problem(exc)
         except InfrastructureError as exc:
             return _unavailable(exc)
-        return _json(found.summary())
+        return result if isinstance(result, Response) else _json(result)
 
-    async def index(request: Request) -> Response:
-        return FileResponse(STATIC / "index.html", media_type="text/html")
+    return endpoint
 
-    app = Starlette(
+
+def state(studio: Studio, request: Request, _: Any) -> Any:
+    config = studio.config
+    return {
+        "pools": sorted({DEFAULT_POOL, *studio.store.pools()}),
+        "default_pool": DEFAULT_POOL,
+        "deployables": [
+            {"id": o.id, "label": o.label, "source": o.source} for o in studio.offers()
+        ],
+        "loaded": [{"id": d.id, "label": d.label, "source": d.source} for d in studio.uploads()],
+        "max_upload_bytes": config.max_upload_bytes,
+        "max_launches": config.max_launches,
+        "max_expression_length": config.limits.yaql_max_expression_length,
+    }
+
+
+def _pool(request: Request) -> str:
+    pool = request.query_params.get("pool") or DEFAULT_POOL
+    if len(pool) > MAX_POOL:
+        raise Rejected.at("pool", f"at most {MAX_POOL} characters")
+    return pool
+
+
+def _whole(request: Request, name: str, default: int | None, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None and default is not None:
+        return default
+    if raw is None or not raw.isdigit() or not low <= int(raw) <= high:
+        raise Rejected.at(name, f"a whole number from {low} to {high}")
+    return int(raw)
+
+
+def policy(studio: Studio, request: Request, _: Any) -> Any:
+    limit = _whole(request, "limit", HISTORY_SHOWN, 1, MAX_HISTORY_SHOWN)
+    return studio.policy_of(_pool(request), limit=limit)
+
+
+def policy_version(studio: Studio, request: Request, _: Any) -> Any:
+    pool = _pool(request)
+    number = _whole(request, "version", None, 1, 2**62)
+    found = studio.store.version(pool, number)
+    if found is None:
+        raise Rejected.at("version", f"pool {pool!r} keeps no version {number}")
+    return _version(found)
+
+
+def select(studio: Studio, request: Request, data: dict[str, Any]) -> Any:
+    return studio.select(_text(data, "id", limit=MAX_ID)).summary()
+
+
+def _policy_sent(data: Mapping[str, Any]) -> Any:
+    raw = data.get("policy")
+    if raw is None:
+        raise Rejected.at(
+            "policy", "the studio evaluates the policy it is sent: a list of modules is required"
+        )
+    return raw
+
+
+def evaluate(studio: Studio, request: Request, data: dict[str, Any]) -> Any:
+    found = studio.deployable(_text(data, "deployable", limit=MAX_ID))
+    config = studio.config
+    return dep.evaluate(
+        found,
+        _policy_sent(data),
+        limits=config.limits,
+        failures=config.failures,
+        expression_memo=studio.expression_memo,
+    )
+
+
+def simulate(studio: Studio, request: Request, data: dict[str, Any]) -> Any:
+    config = studio.config
+    found = studio.deployable(_text(data, "deployable", limit=MAX_ID))
+    launches, seed = data.get("launches", 1000), data.get("seed", 0)
+    if (
+        not isinstance(launches, int)
+        or isinstance(launches, bool)
+        or not 1 <= launches <= config.max_launches
+    ):
+        raise Rejected.at("launches", f"a whole number from 1 to {config.max_launches}")
+    if not isinstance(seed, int) or isinstance(seed, bool) or abs(seed) > 2**62:
+        raise Rejected.at("seed", "a whole number")
+    outcome = dep.evaluate(
+        found,
+        _policy_sent(data),
+        limits=config.limits,
+        failures=config.failures,
+        expression_memo=studio.expression_memo,
+    )
+    group = outcome["groups"][0]["probabilities"]
+    return {
+        "launches": launches,
+        "seed": seed,
+        "expected": group,
+        "counts": dep.simulate(group, launches, seed),
+    }
+
+
+def save(studio: Studio, request: Request, data: dict[str, Any]) -> Any:
+    pool = _text(data, "pool", limit=MAX_POOL)
+    # The store's own bounds, so that the studio refuses exactly what the store would.
+    author = _text(data, "author", limit=MAX_AUTHOR)
+    comment = _text(data, "comment", limit=MAX_COMMENT, required=False)
+    raw = data.get("policy")
+    if not isinstance(raw, list):
+        raise Rejected.at("policy", "a policy is a list of modules")
+    saved = studio.store.save(pool, raw, author=author, comment=comment)
+    return {"saved": _version(saved)}
+
+
+def upload(studio: Studio, request: Request, body: bytes) -> Any:
+    name = request.query_params.get("name", "")[:MAX_LABEL]
+    return studio.upload(body, name).summary()
+
+
+async def index(request: Request) -> Response:
+    return FileResponse(STATIC / "index.html", media_type="text/html")
+
+
+def create_app(studio: Studio) -> Starlette:
+    upload_limit = studio.config.max_upload_bytes
+    return Starlette(
         middleware=[Middleware(_SecurityHeaders)],
         routes=[
             Route("/", index),
-            Route("/api/state", api(state, post=False)),
-            Route("/api/policy", api(policy, post=False)),
-            Route("/api/deployables/select", api(select), methods=["POST"]),
-            Route("/api/deployables/upload", upload, methods=["POST"]),
-            Route("/api/evaluate", api(evaluate), methods=["POST"]),
-            Route("/api/simulate", api(simulate), methods=["POST"]),
-            Route("/api/save", api(save), methods=["POST"]),
+            Route("/api/state", api(studio, state, post=False)),
+            Route("/api/policy", api(studio, policy, post=False)),
+            Route("/api/policy/version", api(studio, policy_version, post=False)),
+            Route("/api/deployables/select", api(studio, select), methods=["POST"]),
+            Route(
+                "/api/deployables/upload",
+                api(studio, upload, raw_limit=upload_limit),
+                methods=["POST"],
+            ),
+            Route("/api/evaluate", api(studio, evaluate), methods=["POST"]),
+            Route("/api/simulate", api(studio, simulate), methods=["POST"]),
+            Route("/api/save", api(studio, save), methods=["POST"]),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
     )
-
-    return app
 
 
 __all__ = ["DEFAULT_POOL", "Studio", "StudioConfig", "create_app"]

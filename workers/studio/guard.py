@@ -14,7 +14,10 @@ The model (docs/studio.md, "Security"):
   and a JSON content type: a browser lets another site's page send neither without a
   CORS preflight, which the studio never answers, so an HTML form or a ``no-cors``
   fetch from elsewhere is refused before it does anything. ``Origin`` and
-  ``Sec-Fetch-Site``, when the browser sends them, must say same-origin as well.
+  ``Sec-Fetch-Site``, when the browser sends them, must say same-origin as well:
+  ``Origin`` must name the Host the request was sent to or, behind a reverse proxy
+  that does not pass the browser's Host on, the studio's public origin
+  (``--public-origin``, :func:`check_origin`).
 """
 
 from __future__ import annotations
@@ -53,6 +56,19 @@ def check_bind(host: str, token: str | None) -> None:
         )
 
 
+def check_origin(url: str) -> str:
+    """``url`` as an origin (``scheme://host[:port]``); ValueError when it is not one."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.path not in ("", "/"):
+        raise ValueError(
+            f"the studio's public origin {url!r} must be scheme://host[:port], "
+            "e.g. https://studio.example.com"
+        )
+    if parts.query or parts.fragment or "@" in parts.netloc:
+        raise ValueError(f"the studio's public origin {url!r} has more than scheme://host[:port]")
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
 def _host_name(header: str) -> str:
     """The host of a Host header (``[::1]:8765`` -> ``::1``, ``a:80`` -> ``a``)."""
     if header.startswith("["):
@@ -69,11 +85,13 @@ class Guard:
     token: str | None
     # Only loopback Host headers are accepted (a loopback bind).
     loopback_only: bool
+    # The origin the browser sees behind a reverse proxy (check_origin's form).
+    public_origin: str | None = None
 
     def check(self, request: Request) -> JSONResponse | None:
         """None when ``request`` may proceed; else the response refusing it."""
         host = request.headers.get("host", "")
-        if self.loopback_only and not is_loopback(_host_name(host)):
+        if self.loopback_only and not (is_loopback(_host_name(host)) or self._public_host(host)):
             return _error(421, "bad_host", "this studio answers only to a loopback host name")
         if self.token is not None:
             given = request.headers.get("authorization", "")
@@ -86,8 +104,7 @@ class Guard:
             return self._same_origin(request, host)
         return None
 
-    @staticmethod
-    def _same_origin(request: Request, host: str) -> JSONResponse | None:
+    def _same_origin(self, request: Request, host: str) -> JSONResponse | None:
         if request.headers.get(CSRF_HEADER) != "1":
             return _error(
                 403,
@@ -98,9 +115,22 @@ class Guard:
         if content_type != "application/json":
             return _error(415, "cross_site", "a change is sent as application/json")
         origin = request.headers.get("origin")
-        if origin is not None and (origin == "null" or urlsplit(origin).netloc != host):
+        if origin is not None and not self._known_origin(origin, host):
             return _error(403, "cross_site", f"requests from {origin} are refused")
         site = request.headers.get("sec-fetch-site")
         if site is not None and site not in ("same-origin", "none"):
             return _error(403, "cross_site", f"a {site} request is refused")
         return None
+
+    def _public_host(self, host: str) -> bool:
+        # A proxy passing the browser's Host on names the public origin's host.
+        return (
+            self.public_origin is not None and host.lower() == urlsplit(self.public_origin).netloc
+        )
+
+    def _known_origin(self, origin: str, host: str) -> bool:
+        if origin == "null":
+            return False
+        if self.public_origin is not None and origin.lower() == self.public_origin:
+            return True
+        return urlsplit(origin).netloc == host

@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 import redis
 
+from apportion.errors import StoreUnavailable
 from apportion.workers.redis.client import TRANSIENT_ERRORS
 from apportion.workers.redis.keys import Keys
 
@@ -60,9 +61,16 @@ class RecentJobs:
         return True
 
     def jobs(self) -> list[Any]:
-        """The jobs kept, newest first (unreadable entries skipped)."""
+        """The jobs kept, newest first (unreadable entries skipped).
+
+        Raises StoreUnavailable when Redis does not answer.
+        """
+        try:
+            kept = self._client.lrange(self._key, 0, max(self.keep - 1, 0))
+        except _NOT_KEPT as exc:
+            raise StoreUnavailable(f"the recent launch_select jobs are unavailable: {exc}") from exc
         out = []
-        for raw in self._client.lrange(self._key, 0, max(self.keep - 1, 0)):
+        for raw in kept:
             try:
                 out.append(orjson.loads(raw))
             except orjson.JSONDecodeError:

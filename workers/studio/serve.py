@@ -8,13 +8,10 @@ from pathlib import Path
 
 from apportion.config.settings import Settings
 from apportion.engine_settings import load_default_policy
-from apportion.workers.history.failure_store import FailureStore
 from apportion.workers.redis.client import get_redis
-from apportion.workers.redis.keys import Keys
-from apportion.workers.runtime import policy_store
+from apportion.workers.runtime import failure_store, policy_store, recent_jobs
 from apportion.workers.studio.app import Studio, StudioConfig, create_app
-from apportion.workers.studio.guard import check_bind, is_loopback
-from apportion.workers.studio.recent import RecentJobs
+from apportion.workers.studio.guard import check_bind, check_origin, is_loopback
 
 
 def build_studio(
@@ -24,29 +21,18 @@ def build_studio(
     token: str | None,
     examples: Path | None,
     max_upload_bytes: int,
+    public_origin: str | None = None,
 ) -> Studio:
     """The studio's state: the worker's policy store, failure history and recent jobs.
 
-    Raises ValueError when ``host`` may not be served with ``token`` (guard.check_bind).
+    Raises ValueError when ``host`` may not be served with ``token`` (guard.check_bind),
+    or ``public_origin`` is not an origin (guard.check_origin).
     """
     check_bind(host, token)
+    origin = None if public_origin is None else check_origin(public_origin)
     client = get_redis(settings)
-    keys = Keys(settings.stream_prefix)
-    failures = FailureStore(
-        client,
-        keys,
-        retention_seconds=int(settings.failure_retention_hours * 3600),
-        stream_maxlen=settings.stream_maxlen,
-        stream_max_age=settings.stream_max_age,
-        max_per_account=settings.failure_history_max_per_account,
-    )
-    recent = RecentJobs(
-        client,
-        keys,
-        keep=settings.recent_jobs,
-        max_bytes=settings.recent_job_max_bytes,
-        ttl_seconds=settings.stream_max_age,
-    )
+    failures = failure_store(settings, client)
+    recent = recent_jobs(settings, client)
 
     def failure_counts(accounts: Sequence[str], window_hours: float) -> Mapping[str, int]:
         return failures.counts(accounts, window_hours, datetime.now(UTC))
@@ -60,6 +46,7 @@ def build_studio(
         max_upload_bytes=max_upload_bytes,
         recent_jobs=recent.jobs,
         failures=failure_counts,
+        public_origin=origin,
     )
     return Studio(config, policy_store(settings, client))
 

@@ -35,16 +35,58 @@ class CommandFailed(Exception):
     """The command could not do its work (Redis unreachable, timeout); exit 1."""
 
 
-def read_input(source: str) -> str:
+class InputTooLarge(UsageError):
+    """The input is longer than the command's limit (only that much was read)."""
+
+
+def read_input(source: str, *, max_chars: int, limit_name: str, unit: str = "characters") -> str:
+    """The text of file ``source`` (``-``: stdin), reading at most ``max_chars`` + 1
+    characters: an endless input (``/dev/zero``, a pipe) is refused, not read to the end.
+
+    Raises InputTooLarge naming ``limit_name`` (the setting that sets ``max_chars``).
+    ``unit`` "bytes" for a limit in bytes: more characters than that are more bytes too.
+    """
     if source == "-":
-        return sys.stdin.read()
-    path = Path(source)
+        text = sys.stdin.read(max_chars + 1)
+    else:
+        try:
+            with Path(source).open(encoding="utf-8") as f:
+                text = f.read(max_chars + 1)
+        except OSError as exc:
+            raise UsageError(f"cannot read {source}: {exc.strerror or exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"{source} is not UTF-8 text: {exc}") from exc
+    if len(text) > max_chars:
+        where = "stdin" if source == "-" else source
+        raise InputTooLarge(f"{where} exceeds the limit of {max_chars} {unit} ({limit_name})")
+    return text
+
+
+PAYLOAD_LIMIT = "APPORTION_LIMITS__MAX_PAYLOAD_BYTES"
+
+
+def read_payload(source: str) -> str:
+    """A job or an envelope as text, at most the engine's payload limit."""
+    limit = engine_settings().limits.max_payload_bytes
+    return read_input(source, max_chars=limit, limit_name=PAYLOAD_LIMIT, unit="bytes")
+
+
+def read_jobs(kind: str, source: str) -> tuple[list[Any], bool, Envelope | None]:
+    """The jobs in ``source`` (see :func:`jobs_from_text`); one too large is rejected
+    as the engine rejects it, naming the limit."""
+    from apportion.contracts import Envelope
+    from apportion.engine import error_info
+    from apportion.errors import Rejected
+
     try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot read {source}: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{source} is not UTF-8 text: {exc}") from exc
+        text = read_payload(source)
+    except InputTooLarge as exc:
+        return (
+            [],
+            False,
+            Envelope.rejected(None, kind, error_info(Rejected.at("$", str(exc), code="too_large"))),
+        )
+    return jobs_from_text(kind, text)
 
 
 def print_json(data: Any, pretty: bool | None = None) -> None:

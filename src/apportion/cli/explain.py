@@ -13,7 +13,7 @@ from apportion.cli.common import (
     UsageError,
     check_kind,
     engine_settings,
-    read_input,
+    read_payload,
 )
 
 
@@ -32,7 +32,7 @@ def _envelope(args: argparse.Namespace) -> dict[str, Any]:
     from apportion.errors import Rejected
 
     try:
-        data = parse_json_text(read_input(args.file), engine_settings().limits)
+        data = parse_json_text(read_payload(args.file), engine_settings().limits)
     except Rejected as exc:
         raise UsageError(exc.message) from exc
     if not isinstance(data, dict):

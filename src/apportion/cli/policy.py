@@ -11,6 +11,17 @@ import argparse
 from typing import Any
 
 
+def positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not positive (at least 1)")
+    return value
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "policy",
@@ -36,7 +47,7 @@ def add_parser(sub: Any) -> None:
 
     history = actions.add_parser("history", help="a pool's versions, newest first")
     history.add_argument("pool")
-    history.add_argument("--count", type=int, help="only the newest N")
+    history.add_argument("--count", type=positive, metavar="N", help="only the newest N")
     history.add_argument("--json", action="store_true", help="a JSON array, policies included")
 
     diff = actions.add_parser("diff", help="unified diff of two versions of a pool's policy")

@@ -15,9 +15,8 @@ from apportion.cli.common import (
     add_pretty,
     check_kind,
     engine_settings,
-    jobs_from_text,
     print_json,
-    read_input,
+    read_jobs,
 )
 
 
@@ -35,8 +34,7 @@ def run(args: argparse.Namespace) -> int:
 
     config = engine_settings()  # first: it loads a deployment's own kinds
     check_kind(args.kind)
-    text = read_input(args.file)
-    jobs, is_array, bad = jobs_from_text(args.kind, text)
+    jobs, is_array, bad = read_jobs(args.kind, args.file)
     if bad is not None:
         print_json(bad.as_dict(), args.pretty)
         return EXIT_REJECTED

@@ -16,6 +16,7 @@ from typing import Any
 from apportion.cli.common import EXIT_OK, CommandFailed, UsageError, settings
 
 TOKEN_ENV = "APPORTION_STUDIO_TOKEN"
+PUBLIC_ORIGIN_ENV = "APPORTION_STUDIO_PUBLIC_ORIGIN"
 
 
 def add_parser(sub: Any) -> None:
@@ -28,6 +29,12 @@ def add_parser(sub: Any) -> None:
         "--token",
         help=f"required by every API request; needed to bind a non-loopback address "
         f"(default: ${TOKEN_ENV})",
+    )
+    p.add_argument(
+        "--public-origin",
+        metavar="URL",
+        help="the URL browsers reach the studio at through a reverse proxy, e.g. "
+        f"https://studio.example.com: its requests' Origin (default: ${PUBLIC_ORIGIN_ENV})",
     )
     p.add_argument(
         "--examples",
@@ -55,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
     examples = args.examples
     if examples is None and Path("examples").is_dir():
         examples = Path("examples")
+    elif examples is not None and not examples.is_dir():
+        raise UsageError(f"--examples {examples} is not a directory")
     if not 1 <= args.port <= 65535:
         raise UsageError(f"--port {args.port} is not a port")
     if args.max_upload_bytes < 1:
@@ -66,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
             token=token,
             examples=examples,
             max_upload_bytes=args.max_upload_bytes,
+            public_origin=args.public_origin or os.environ.get(PUBLIC_ORIGIN_ENV) or None,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None

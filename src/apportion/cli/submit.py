@@ -20,9 +20,8 @@ from apportion.cli.common import (
     STATUS_EXIT,
     add_pretty,
     check_kind,
-    jobs_from_text,
     print_json,
-    read_input,
+    read_jobs,
     redis_location,
     settings,
 )
@@ -85,7 +84,7 @@ def _progress(enabled: bool, total: int) -> Iterator[Callable[[str], None]]:
 
 def run(args: argparse.Namespace) -> int:
     check_kind(args.kind)
-    jobs, is_array, bad = jobs_from_text(args.kind, read_input(args.file))
+    jobs, is_array, bad = read_jobs(args.kind, args.file)
     if bad is not None:
         print_json(bad.as_dict(), args.pretty)
         return EXIT_REJECTED
