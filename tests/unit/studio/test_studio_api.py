@@ -22,10 +22,10 @@ from apportion.engine import Context, validate
 from apportion.engine_settings import load_default_policy
 from apportion.launch import solve
 from apportion.limits import DEFAULT_LIMITS
-from apportion.workers.policies.store import PolicyStore
+from apportion.workers.policies.store import MAX_AUTHOR, MAX_COMMENT, PolicyStore
 from apportion.workers.redis.keys import Keys
 from apportion.workers.studio.app import Studio, StudioConfig, create_app
-from apportion.workers.studio.guard import check_bind
+from apportion.workers.studio.guard import check_bind, check_origin
 from apportion.workers.studio.recent import RecentJobs
 from tests.conftest import EXAMPLES, load_example
 
@@ -206,7 +206,7 @@ def test_a_mistyped_parameter_is_refused_as_the_store_would(client: TestClient) 
 
 def test_simulations_are_bounded(client: TestClient) -> None:
     picked(client)
-    for launches in (0, 10_001, "many"):
+    for launches in (0, 10_001, "many", True):
         response = client.post(
             "/api/simulate",
             json={"deployable": EXAMPLE, "policy": DEFAULT, "launches": launches},
@@ -449,3 +449,167 @@ def test_an_unreachable_store_is_answered_503_saying_so() -> None:
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "unavailable"
     assert "policy store is unavailable" in response.json()["error"]["message"]
+
+
+def dead_redis() -> Any:
+    import redis
+
+    return redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.5)
+
+
+def test_examples_are_offered_and_picked_while_the_recent_jobs_are_unreachable() -> None:
+    recent = RecentJobs(dead_redis(), Keys(), keep=5, max_bytes=100_000, ttl_seconds=60)
+    client, _ = make_client(recent=recent)
+
+    state = client.get("/api/state")
+    select = client.post("/api/deployables/select", json={"id": EXAMPLE}, headers=SAME)
+
+    assert state.status_code == 200
+    assert [d["source"] for d in state.json()["deployables"]] == ["example"] * len(
+        state.json()["deployables"]
+    )
+    assert select.status_code == 200
+    assert select.json()["accounts"] == ["ec2", "vsphere-a", "vsphere-b"]
+
+
+def test_unreachable_recent_jobs_are_a_store_error() -> None:
+    from apportion.errors import StoreUnavailable
+
+    recent = RecentJobs(dead_redis(), Keys(), keep=5, max_bytes=100_000, ttl_seconds=60)
+
+    with pytest.raises(StoreUnavailable, match="recent launch_select jobs are unavailable"):
+        recent.jobs()
+
+
+def test_evaluating_without_a_policy_asks_for_the_modules(client: TestClient) -> None:
+    for body in ({"deployable": EXAMPLE, "policy": None}, {"deployable": EXAMPLE}):
+        picked(client)
+        response = client.post("/api/evaluate", json=body, headers=SAME)
+
+        assert response.status_code == 422
+        problem = response.json()["error"]["details"][0]
+        assert problem["path"] == "policy"
+        assert problem["message"] == (
+            "the studio evaluates the policy it is sent: a list of modules is required"
+        )
+
+
+def test_author_and_comment_are_bounded_as_the_store_bounds_them() -> None:
+    client, store = make_client()
+
+    def save(author: str, comment: str) -> Any:
+        body = {"pool": "gpu", "policy": DEFAULT, "author": author, "comment": comment}
+        return client.post("/api/save", json=body, headers=SAME)
+
+    assert save("a" * MAX_AUTHOR, "c" * MAX_COMMENT).status_code == 200
+    too_long_author = save("a" * (MAX_AUTHOR + 1), "")
+    too_long_comment = save("ana", "c" * (MAX_COMMENT + 1))
+
+    assert too_long_author.json()["error"]["details"] == [
+        {"path": "author", "message": f"at most {MAX_AUTHOR} characters"}
+    ]
+    assert too_long_comment.json()["error"]["details"] == [
+        {"path": "comment", "message": f"at most {MAX_COMMENT} characters"}
+    ]
+    assert [v.version for v in store.history("gpu")] == [1]
+
+
+def test_the_history_lists_the_newest_50_versions_without_their_policies() -> None:
+    client, store = make_client()
+    for n in range(1, 56):
+        store.save("gpu", DEFAULT[: 1 + n % 4], author="ana", comment=f"try {n}")
+
+    history = client.get("/api/policy?pool=gpu").json()["history"]
+    three = client.get("/api/policy?pool=gpu&limit=3").json()["history"]
+
+    assert [v["version"] for v in history] == list(range(55, 5, -1))
+    assert history[0] == {
+        "version": 55,
+        "author": "ana",
+        "comment": "try 55",
+        "saved_at": pytest.approx(time.time(), abs=60),
+    }
+    assert [v["version"] for v in three] == [55, 54, 53]
+    for limit in ("0", "1001", "many", "-1"):
+        refused = client.get(f"/api/policy?pool=gpu&limit={limit}")
+        assert refused.status_code == 422
+        assert refused.json()["error"]["details"][0]["path"] == "limit"
+
+
+def test_one_version_is_fetched_with_its_policy() -> None:
+    client, store = make_client()
+    for n in (1, 2):
+        store.save("gpu", DEFAULT[: n + 1], author="ana", comment=f"try {n}")
+
+    first = client.get("/api/policy/version?pool=gpu&version=1")
+    missing = client.get("/api/policy/version?pool=gpu&version=9")
+
+    assert first.status_code == 200
+    assert (first.json()["version"], first.json()["policy"]) == (1, DEFAULT[:2])
+    assert first.json()["comment"] == "try 1"
+    assert missing.status_code == 422
+    assert missing.json()["error"]["details"][0] == {
+        "path": "version",
+        "message": "pool 'gpu' keeps no version 9",
+    }
+
+
+PUBLIC = "https://studio.example.com"
+
+
+@pytest.mark.parametrize(
+    ("public_origin", "host", "status"),
+    [
+        # nginx's default: the upstream's address as Host, the browser's Origin.
+        (None, "127.0.0.1:8765", 403),
+        (PUBLIC, "127.0.0.1:8765", 200),
+        # A proxy passing the browser's Host on (proxy_set_header Host $host).
+        (PUBLIC, "studio.example.com", 200),
+        (None, "studio.example.com", 421),
+    ],
+)
+def test_behind_a_reverse_proxy_the_public_origin_is_same_origin(
+    public_origin: str | None, host: str, status: int
+) -> None:
+    client, store = make_client(public_origin=public_origin)
+    body = {"pool": "gpu", "policy": DEFAULT, "author": "ana"}
+
+    response = client.post("/api/save", json=body, headers={**SAME, "Origin": PUBLIC, "Host": host})
+    other = client.post(
+        "/api/save", json=body, headers={**SAME, "Origin": "https://evil.example", "Host": host}
+    )
+
+    assert response.status_code == status
+    assert other.status_code in (403, 421)
+    assert (store.current("gpu") is not None) == (status == 200)
+
+
+def test_a_public_origin_is_scheme_host_and_port() -> None:
+    assert check_origin("https://Studio.example.com/") == PUBLIC
+    assert check_origin("http://10.0.0.5:8765") == "http://10.0.0.5:8765"
+    for bad in ("studio.example.com", "https://studio.example.com/studio", "ftp://x", "https://"):
+        with pytest.raises(ValueError, match="scheme://host"):
+            check_origin(bad)
+
+
+def test_the_command_refuses_examples_that_are_not_a_folder(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from apportion.cli import main
+
+    monkeypatch.setenv("APPORTION_REDIS_URL", "redis://127.0.0.1:1/0")
+
+    assert main(["studio", "--examples", str(tmp_path / "nonexistent")]) == 2
+    assert f"--examples {tmp_path / 'nonexistent'} is not a directory" in capsys.readouterr().err
+
+
+def test_the_command_refuses_a_public_origin_that_is_not_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from apportion.cli import main
+
+    monkeypatch.setenv("APPORTION_REDIS_URL", "redis://127.0.0.1:1/0")
+    monkeypatch.setenv("APPORTION_STUDIO_PUBLIC_ORIGIN", "studio.example.com")
+
+    assert main(["studio"]) == 2
+    assert "must be scheme://host[:port]" in capsys.readouterr().err

@@ -436,10 +436,19 @@
       const when = v.saved_at ? new Date(v.saved_at * 1000).toISOString().replace("T", " ").slice(0, 19) : "";
       const li = el("li", { value: String(v.version), title: "load this version into the editor" },
         `v${v.version} ${when} ${v.author}: ${v.comment || ""}`);
-      li.addEventListener("click", () => { setStack(v.policy); changed(); });
+      li.addEventListener("click", () => loadVersion(v.version));
       history.append(li);
     }
     if (!answer.history.length) history.append(el("li", { class: "muted" }, "no version saved for this pool"));
+  }
+
+  async function loadVersion(version) {
+    try {
+      const query = "?pool=" + encodeURIComponent(S.pool) + "&version=" + version;
+      const v = await api("/api/policy/version", undefined, { query });
+      setStack(v.policy);
+      changed();
+    } catch (err) { showError(err); }
   }
 
   async function loadState(keep) {
