@@ -9,7 +9,6 @@ database of its own: every job sent to a worker's broker is run by that very wor
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +24,7 @@ from apportion.workers.app import create_app
 from apportion.workers.policies.store import PolicyStore
 from apportion.workers.redis.keys import Keys
 from tests.integration.conftest import worker_env
-from tests.support.processes import RedisServer, Worker
+from tests.support.processes import RedisServer, Worker, wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker]
 
@@ -173,15 +172,24 @@ def test_two_workers_both_use_a_new_version_for_their_next_jobs(
         assert modules(env) == ["equal", "cost"]
 
 
+def retries_logged(worker: Worker, pool: str) -> int:
+    """How many times ``worker`` logged a retry because ``pool``'s record is unreadable."""
+    unreadable = f"record of pool '{pool}' is unreadable"
+    return sum(
+        1 for line in worker.log_text().splitlines() if unreadable in line and "; retry " in line
+    )
+
+
 def test_a_store_record_that_cannot_be_read_holds_the_job_until_a_good_version_is_saved(
-    producers: list[Celery], store: PolicyStore, store_client: redis.Redis
+    producers: list[Celery], workers: list[Worker], store: PolicyStore, store_client: redis.Redis
 ) -> None:
     pool = f"broken-{uuid.uuid4().hex[:8]}"
     store.save(pool, [{"module": "equal"}], author="test")
     store_client.hset(Keys().policy(pool), "current", b"{not json")
 
     pending = producers[1].send_task("apportion.launch_select", args=[job(pool=pool)])
-    time.sleep(2.0)  # the worker has tried (and retried): no answer, and no other policy
+    # Tried, and tried again after its retry: still no answer, and no other policy used.
+    wait_until(lambda: retries_logged(workers[1], pool) >= 2, timeout=60, what="two retries")
     assert not pending.ready()
 
     fixed = store.save(pool, [{"module": "equal"}, {"module": "priority"}], author="test")
