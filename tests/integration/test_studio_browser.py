@@ -243,66 +243,119 @@ def test_switching_off_failure_penalty_changes_the_trace(browser: Any, studio_ur
     assert pies(browser)[0] == pytest.approx({"vsphere-a": 2 / 3, "vsphere-b": 1 / 3})
 
 
+def start_pool(browser: Any, pool: str, author: str, comment: str) -> None:
+    """Add ``pool`` on the page and fill in who saves and why."""
+    browser.find_element("id", "new-pool").send_keys(pool)
+    browser.find_element("id", "add-pool").click()
+    wait_until(lambda: rendered(browser), 20)
+    browser.find_element("id", "author").send_keys(author)
+    browser.find_element("id", "comment").send_keys(comment)
+
+
+def save_then_run(
+    browser: Any, producer: Celery, job: dict[str, Any], version: int
+) -> dict[str, Any]:
+    """Click save, wait for the page to confirm ``version``, and have the worker answer
+    ``job``: its result."""
+    browser.find_element("id", "save").click()
+    wait_until(
+        lambda: (
+            browser.find_element("id", "save-status").text
+            == f"saved {job['pool']} version {version}"
+        ),
+        20,
+        what=f"version {version} saved",
+    )
+    envelope: dict[str, Any] = producer.send_task(
+        "apportion.launch_select", args=[{**job, "job_id": f"studio-save-{version}"}]
+    ).get(timeout=60)
+    assert envelope["status"] == "ok", envelope
+    result: dict[str, Any] = envelope["result"]
+    return result
+
+
+def recent_labels(studio_url: str) -> list[str]:
+    with urllib.request.urlopen(f"{studio_url}/api/state") as response:
+        return [d["label"] for d in json.load(response)["deployables"] if d["source"] == "recent"]
+
+
+def simulated_rows(browser: Any) -> list[list[str]]:
+    browser.find_element("id", "simulate").click()
+    wait_until(lambda: browser.find_elements("id", "simulation-table"), 20, what="simulation")
+    rows: list[list[str]] = browser.execute_script(
+        "return [...document.querySelectorAll('#simulation-table tbody tr')]"
+        ".map((r) => [...r.cells].map((c) => c.textContent));"
+    )
+    return rows
+
+
+def take_screenshot(browser: Any, tmp_path: Path) -> None:
+    """The picture in the README, written over docs/img/studio.png only when
+    APPORTION_UPDATE_SCREENSHOTS is set (a test run never changes the source tree)."""
+    shot = tmp_path / "studio.png"
+    browser.execute_script("window.scrollTo(0, 0)")
+    assert browser.save_screenshot(str(shot))
+    assert shot.stat().st_size > 20_000
+    if os.environ.get("APPORTION_UPDATE_SCREENSHOTS"):
+        SCREENSHOT.write_bytes(shot.read_bytes())
+
+
 def test_saving_makes_the_next_job_of_the_pool_report_the_new_version(
     browser: Any, studio_url: str, worker: Worker, producer: Celery, tmp_path: Path
 ) -> None:
     open_studio(browser, studio_url, EXAMPLE)
-    browser.find_element("id", "new-pool").send_keys("gpu-studio")
-    browser.find_element("id", "add-pool").click()
-    wait_until(lambda: rendered(browser), 20)
+    start_pool(browser, "gpu-studio", "ana", "no failure penalty for gpu")
     change(browser, '.module[data-module="failure_penalty"] input[data-role="toggle"]')
-    browser.find_element("id", "author").send_keys("ana")
-    browser.find_element("id", "comment").send_keys("no failure penalty for gpu")
     job = {k: v for k, v in load_example("launch_select.json").items() if k != "policy"}
     job["pool"] = "gpu-studio"
 
-    def save(version: int) -> dict[str, Any]:
-        browser.find_element("id", "save").click()
-        wait_until(
-            lambda: (
-                browser.find_element("id", "save-status").text
-                == f"saved gpu-studio version {version}"
-            ),
-            20,
-            what=f"version {version} saved",
-        )
-        envelope: dict[str, Any] = producer.send_task(
-            "apportion.launch_select", args=[{**job, "job_id": f"studio-save-{version}"}]
-        ).get(timeout=60)
-        assert envelope["status"] == "ok", envelope
-        return envelope["result"]
-
-    first = save(1)
+    first = save_then_run(browser, producer, job, 1)
     assert first["policy"] == {"source": "pool", "pool": "gpu-studio", "version": 1}
     assert [s["module"] for s in first["selection"]["trace"]] == ["equal", "weights", "priority"]
     # The worker's numbers are the ones the page drew.
     assert first["selection"]["groups"][0]["probabilities"] == pytest.approx(pies(browser)[0])
 
     change(browser, 'input[data-account="vsphere-b"]', 4)
-    second = save(2)
+    second = save_then_run(browser, producer, job, 2)
     assert second["policy"] == {"source": "pool", "pool": "gpu-studio", "version": 2}
     assert second["selection"]["groups"][0]["probabilities"] == pytest.approx(
         {"vsphere-a": 1 / 3, "vsphere-b": 2 / 3}
     )
     assert browser.find_element("id", "policy-source").text == "gpu-studio v2"
     # The worker kept both jobs for the studio to offer, newest first.
-    with urllib.request.urlopen(f"{studio_url}/api/state") as response:
-        offered = [d for d in json.load(response)["deployables"] if d["source"] == "recent"]
-    assert [d["label"] for d in offered[:2]] == ["recent: studio-save-2", "recent: studio-save-1"]
+    assert recent_labels(studio_url)[:2] == ["recent: studio-save-2", "recent: studio-save-1"]
 
-    # The picture in the README: this pool's studio, with 1,000 launches simulated.
-    browser.find_element("id", "simulate").click()
-    wait_until(lambda: browser.find_elements("id", "simulation-table"), 20, what="simulation")
-    rows = browser.execute_script(
-        "return [...document.querySelectorAll('#simulation-table tbody tr')]"
-        ".map((r) => [...r.cells].map((c) => c.textContent));"
-    )
+    # This pool's studio with 1,000 launches simulated: the README's picture.
+    rows = simulated_rows(browser)
     assert [r[0] for r in rows] == ["vsphere-b", "vsphere-a"]
     assert sum(int(r[1]) for r in rows) == 1000
     assert [r[3] for r in rows] == ["66.7%", "33.3%"]
-    shot = tmp_path / "studio.png"
-    browser.execute_script("window.scrollTo(0, 0)")
-    assert browser.save_screenshot(str(shot))
-    assert shot.stat().st_size > 20_000
-    if os.environ.get("APPORTION_UPDATE_SCREENSHOTS") or not SCREENSHOT.exists():
-        SCREENSHOT.write_bytes(shot.read_bytes())
+    take_screenshot(browser, tmp_path)
+
+
+def test_clicking_a_version_in_the_history_loads_its_policy(
+    browser: Any, studio_url: str, redis_server: RedisServer
+) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    from apportion.workers.policies.store import PolicyStore
+
+    store = PolicyStore(redis_server.client())
+    policy = [{"module": "equal"}, {"module": "weights", "weights": {"vsphere-b": 3}}]
+    store.save("history-click", policy, author="ana", comment="b three times a")
+    store.save("history-click", [{"module": "equal"}], author="ana", comment="equal")
+    open_studio(browser, studio_url, EXAMPLE)
+    Select(browser.find_element("id", "pool")).select_by_value("history-click")
+    wait_until(
+        lambda: browser.find_elements("css selector", '#history li[value="1"]'), 20, what="history"
+    )
+
+    browser.find_element("css selector", '#history li[value="1"]').click()
+
+    wait_until(
+        lambda: (
+            browser.execute_script("return window.studio.state.cards.map((c) => c.m)") == policy
+        ),
+        20,
+        what="version 1 in the editor",
+    )
