@@ -592,12 +592,18 @@ def test_a_public_origin_is_scheme_host_and_port() -> None:
             check_origin(bad)
 
 
+def never_served(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command that gets as far as serving returns at once instead of blocking."""
+    monkeypatch.setattr("apportion.workers.studio.serve.serve", lambda *args: None)
+
+
 def test_the_command_refuses_examples_that_are_not_a_folder(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     from apportion.cli import main
 
     monkeypatch.setenv("APPORTION_REDIS_URL", "redis://127.0.0.1:1/0")
+    never_served(monkeypatch)
 
     assert main(["studio", "--examples", str(tmp_path / "nonexistent")]) == 2
     assert f"--examples {tmp_path / 'nonexistent'} is not a directory" in capsys.readouterr().err
@@ -609,6 +615,7 @@ def test_the_command_refuses_a_public_origin_that_is_not_one(
     from apportion.cli import main
 
     monkeypatch.setenv("APPORTION_REDIS_URL", "redis://127.0.0.1:1/0")
+    never_served(monkeypatch)
     monkeypatch.setenv("APPORTION_STUDIO_PUBLIC_ORIGIN", "studio.example.com")
 
     assert main(["studio"]) == 2
