@@ -57,6 +57,9 @@ URL_SCHEMES = ("redis", "rediss", "sentinel")
 # setting is refused at start-up: a misspelt setting must not fall back to a default.
 READ_ELSEWHERE: dict[str, str] = {
     "APPORTION_STUDIO_TOKEN": "apportion studio: the token its API requires (cli/studio.py)",
+    "APPORTION_STUDIO_PUBLIC_ORIGIN": "apportion studio: its address behind a reverse proxy "
+    "(cli/studio.py)",
+    "APPORTION_UPDATE_SCREENSHOTS": "tests: the studio browser test rewrites docs/img/studio.png",
     "APPORTION_REQUIRE_REDIS": "tests: a missing redis-server fails instead of skipping",
     "APPORTION_GOLDEN_RECORD": "tests: record every job an engine answers (tests/support)",
     "APPORTION_TEST_SLOW_SOLVE": "tests: the fault-injection worker's slow engine",
