@@ -81,11 +81,8 @@ def read_jobs(kind: str, source: str) -> tuple[list[Any], bool, Envelope | None]
     try:
         text = read_payload(source)
     except InputTooLarge as exc:
-        return (
-            [],
-            False,
-            Envelope.rejected(None, kind, error_info(Rejected.at("$", str(exc), code="too_large"))),
-        )
+        refused = Rejected.at("$", str(exc), code="too_large")
+        return [], False, Envelope.rejected(None, kind, error_info(refused))
     return jobs_from_text(kind, text)
 
 
