@@ -264,7 +264,7 @@ def _rejected(path: str, message: str, status: int = 422) -> Response:
 async def _body(request: Request, limit: int) -> bytes | Response:
     """The request body, or a 413 once it passes ``limit`` bytes (never read past it)."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         return _too_large(limit)
     chunks: list[bytes] = []
     size = 0
@@ -387,7 +387,8 @@ def _whole(request: Request, name: str, default: int | None, low: int, high: int
     raw = request.query_params.get(name)
     if raw is None and default is not None:
         return default
-    if raw is None or not raw.isdigit() or not low <= int(raw) <= high:
+    # isascii: str.isdigit also accepts digits int() refuses ("²").
+    if raw is None or not (raw.isascii() and raw.isdigit()) or not low <= int(raw) <= high:
         raise Rejected.at(name, f"a whole number from {low} to {high}")
     return int(raw)
 

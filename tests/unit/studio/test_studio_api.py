@@ -530,7 +530,7 @@ def test_the_history_lists_the_newest_50_versions_without_their_policies() -> No
         "saved_at": pytest.approx(time.time(), abs=60),
     }
     assert [v["version"] for v in three] == [55, 54, 53]
-    for limit in ("0", "1001", "many", "-1"):
+    for limit in ("0", "1001", "many", "-1", "%C2%B2"):
         refused = client.get(f"/api/policy?pool=gpu&limit={limit}")
         assert refused.status_code == 422
         assert refused.json()["error"]["details"][0]["path"] == "limit"
