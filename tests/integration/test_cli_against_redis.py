@@ -132,7 +132,11 @@ def test_submit_wait_gives_up_within_its_timeout_when_redis_goes_away(tmp_path: 
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(1.5)  # sent, waiting for an answer no worker will give
+        # Sent (its queue is a list in the broker), waiting for an answer no worker gives.
+        client = server.client()
+        wait_until(
+            lambda: any(client.type(k) == b"list" for k in client.scan_iter()), 30, what="job sent"
+        )
         server.stop()
         started = time.monotonic()
         _, stderr = proc.communicate(timeout=60)
