@@ -147,9 +147,8 @@ def trace(browser: Any) -> dict[str, list[str]]:
     return table
 
 
-def test_moving_a_weight_slider_redraws_the_pie_within_100_ms(
-    browser: Any, studio_url: str, tmp_path: Path
-) -> None:
+def upload_thousand_accounts(browser: Any, studio_url: str, tmp_path: Path) -> None:
+    """Open the studio and upload a job of 1,000 accounts and 4,000 candidates."""
     open_studio(browser, studio_url)
     job = tmp_path / "thousand-accounts.json"
     job.write_text(json.dumps(many_accounts_job(1_000, 4)))
@@ -164,6 +163,12 @@ def test_moving_a_weight_slider_redraws_the_pie_within_100_ms(
         60,
         what="the 1,000-account job evaluated",
     )
+
+
+def test_moving_a_weight_slider_redraws_the_pie_within_100_ms(
+    browser: Any, studio_url: str, tmp_path: Path
+) -> None:
+    upload_thousand_accounts(browser, studio_url, tmp_path)
     # Priority 2 accounts (acct0002, acct0005, ...) are the first group's.
     before = pies(browser)[0]["acct0002"]
     slider = 'input[data-account="acct0002"]'
@@ -183,20 +188,7 @@ def test_moving_a_weight_slider_redraws_the_pie_within_100_ms(
 def test_with_an_expression_module_a_slider_move_redraws_within_100_ms(
     browser: Any, studio_url: str, tmp_path: Path
 ) -> None:
-    open_studio(browser, studio_url)
-    job = tmp_path / "thousand-accounts.json"
-    job.write_text(json.dumps(many_accounts_job(1_000, 4)))
-    browser.find_element("id", "upload").send_keys(str(job))
-    wait_until(
-        lambda: (
-            browser.execute_script(
-                "const d = window.studio.state.deployable; return d && d.candidates === 4000"
-            )
-            and rendered(browser)
-        ),
-        60,
-        what="the 1,000-account job evaluated",
-    )
+    upload_thousand_accounts(browser, studio_url, tmp_path)
     plain = pies(browser)[0]
     browser.execute_script(
         "document.getElementById('add-kind').value = 'expression';"
