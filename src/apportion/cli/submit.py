@@ -1,7 +1,8 @@
 """``apportion submit KIND FILE [--wait]``: enqueue jobs on Redis, by task name.
 
-Uses the producer app (apportion.workers.producer: the production configuration and
-no task code), so it starts without importing any engine.
+The broker side is :mod:`apportion.workers.submit` (the producer app: the production
+configuration and no task code), so the command starts without importing any engine
+and this package imports no broker library.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from apportion.cli.common import (
     check_kind,
     print_json,
     read_jobs,
-    redis_location,
     settings,
 )
 
@@ -83,6 +83,9 @@ def _progress(enabled: bool, total: int) -> Iterator[Callable[[str], None]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from apportion import kinds
+    from apportion.workers.submit import SubmitFailed, send, wait
+
     check_kind(args.kind)
     jobs, is_array, bad = read_jobs(args.kind, args.file)
     if bad is not None:
@@ -91,93 +94,27 @@ def run(args: argparse.Namespace) -> int:
     show = args.progress
     if show is None:
         show = sys.stderr.isatty() and len(jobs) >= PROGRESS_FROM
-    with _progress(bool(show), len(jobs)) as step:
-        results = _send(args, jobs, step)
-        if results is None:
-            return EXIT_FAILED
-        if not args.wait:
-            ids = [r.id for r in results]
-            print_json(ids if is_array else ids[0], args.pretty)
-            return EXIT_OK
-        envelopes = _wait(results, args.timeout, step, redis_location(settings().backend))
-    if envelopes is None:
+    config = settings()
+    try:
+        with _progress(bool(show), len(jobs)) as step:
+            results = send(
+                config,
+                kinds.get(args.kind).task_name,
+                jobs,
+                connect_retries=args.connect_retries,
+                timeout=args.timeout,
+                step=step,
+            )
+            if not args.wait:
+                ids = [r.id for r in results]
+                print_json(ids if is_array else ids[0], args.pretty)
+                return EXIT_OK
+            envelopes = wait(results, args.timeout, step, config)
+    except SubmitFailed as exc:
+        print(f"apportion submit: {exc}", file=sys.stderr)
         return EXIT_FAILED
     if is_array:
         print_json(envelopes, args.pretty)
         return EXIT_OK
     print_json(envelopes[0], args.pretty)
     return STATUS_EXIT.get(str(envelopes[0].get("status")), EXIT_FAILED)
-
-
-def _send(args: argparse.Namespace, jobs: list[Any], step: Callable[[str], None]) -> Any:
-    from kombu.exceptions import OperationalError
-
-    from apportion import kinds
-    from apportion.workers.producer import producer_app, sent_now
-
-    config = settings()
-    app = producer_app(config)
-    # Waiting for answers must not outlast --timeout when Redis goes away meanwhile: the
-    # result backend's reconnection gives up after about as many seconds.
-    backend_options = app.conf.result_backend_transport_options
-    policy = dict(backend_options.get("retry_policy") or {})
-    policy["max_retries"] = max(1, min(int(policy.get("max_retries", 20)), int(args.timeout)))
-    app.conf.result_backend_transport_options = {**backend_options, "retry_policy": policy}
-    name = kinds.get(args.kind).task_name
-    try:
-        # Fail fast and clearly when Redis is down, instead of Celery's long retry loops.
-        with app.connection_for_write() as conn:
-            conn.ensure_connection(
-                max_retries=args.connect_retries,
-                interval_start=0.2,
-                interval_step=0.5,
-                interval_max=1.0,
-            )
-        results = []
-        for job in jobs:
-            results.append(app.send_task(name, args=[job], headers=sent_now()))
-            step("sent")
-    except (OperationalError, OSError, RuntimeError) as exc:
-        from apportion.workers.redis.client import error_text
-
-        print(
-            f"apportion submit: cannot reach the broker at {redis_location(config.broker)}: "
-            f"{error_text(exc)}",
-            file=sys.stderr,
-        )
-        return None
-    return results
-
-
-def _wait(results: list[Any], timeout: float, step: Callable[[str], None], backend: str) -> Any:
-    from celery.exceptions import TimeoutError as CeleryTimeout
-    from kombu.exceptions import OperationalError
-    from redis.exceptions import ConnectionError as RedisConnectionError
-
-    envelopes: list[dict[str, Any]] = []
-    try:
-        for r in results:
-            envelopes.append(r.get(timeout=timeout, propagate=True))
-            step("answered")
-    except CeleryTimeout:
-        print(
-            f"apportion submit: no result within {timeout:g} s "
-            f"({len(envelopes)} of {len(results)} answered); is a worker running on the "
-            "queue? (apportion health)",
-            file=sys.stderr,
-        )
-        return None
-    except (OperationalError, RedisConnectionError, OSError) as exc:
-        from apportion.workers.redis.client import error_text
-
-        reason = error_text(exc)
-        print(f"apportion submit: lost the result backend at {backend}: {reason}", file=sys.stderr)
-        return None
-    except RuntimeError as exc:  # Celery's "Retry limit exceeded … result store backend"
-        reason = " ".join(str(exc).split())
-        print(f"apportion submit: lost the result backend at {backend}: {reason}", file=sys.stderr)
-        return None
-    except Exception as exc:  # the task itself failed (e.g. retries exhausted)
-        print(f"apportion submit: task failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return None
-    return envelopes
