@@ -4,7 +4,15 @@ Celery logs two INFO lines per task of its own, ``Task … received`` (with the
 arguments' repr) and ``Task … succeeded in …: <return value repr>`` (fragments of the
 job and of the envelope). At INFO they are dropped in favour of apportion's single
 line per job (workers/observe.py: job id, kind, status, error code, times); at DEBUG
-they are kept, with the job's payload. Every other Celery line is left alone.
+they are kept, with the job's payload.
+
+They are dropped by raising the level of the two loggers that write them to WARNING,
+not by a filter: Celery checks those loggers' level once, when it builds a task's
+strategy and tracer, and then skips the lines altogether, where a filter would only
+discard each line after Celery made it (two log records a job, a busy worker's CPU).
+The only other INFO line of those loggers is Celery's ``retry:`` line, which goes with
+them; apportion logs every retry itself, at WARNING (tasks/jobs.py). Every other
+Celery line is left alone.
 
 ``APPORTION_LOG_CELERY_TASK_LINES=true`` keeps Celery's two lines at INFO too, as
 stock Celery writes them (for tooling that reads them).
@@ -54,7 +62,10 @@ class JsonFormatter(logging.Formatter):
 
 
 class DropPerJobLines(logging.Filter):
-    """Drops Celery's per-task INFO lines (apportion writes one line per job instead)."""
+    """Drops Celery's per-task INFO lines (apportion writes one line per job instead).
+
+    For records that reach a handler some other way (a logger level set by hand): the
+    loggers are normally quiet at INFO already (see the module doc)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (record.levelno == logging.INFO and record.msg in _PER_JOB_LINES)
@@ -85,8 +96,10 @@ def configure(logger: logging.Logger, loglevel: int) -> None:
     for name in _PER_JOB_LOGGERS:
         per_job = logging.getLogger(name)
         if loglevel > logging.DEBUG and not celery_task_lines():
+            per_job.setLevel(max(loglevel, logging.WARNING))
             per_job.addFilter(_DROP)
         else:
+            per_job.setLevel(logging.NOTSET)
             per_job.removeFilter(_DROP)
 
 

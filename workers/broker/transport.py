@@ -102,6 +102,7 @@ from apportion.errors import StoreUnavailable
 from apportion.limits import Limits
 from apportion.workers.broker.dead_letters import DeadLetterPolicy, DeadLetters
 from apportion.workers.broker.gate import Bury, Deliver, GateRules, inspect
+from apportion.workers.redis.direct import DirectScripts, LuaScript
 from apportion.workers.redis.keys import Keys, min_stream_id
 
 log = logging.getLogger("apportion.transport")
@@ -222,7 +223,7 @@ end
 """
 
 # KEYS[4..]: the queues in priority order. Returns take()'s answer, or false when empty.
-_POP_INTO_UNACKED = (
+_POP_INTO_UNACKED = LuaScript(
     _TAKE
     + """
 for i = 4, #KEYS do
@@ -234,7 +235,17 @@ return false
 )
 
 # ARGV[10]: the queue, ARGV[11]: an item BRPOP already took off it.
-_RECORD_IN_UNACKED = _TAKE + "\nreturn take(ARGV[10], ARGV[11])\n"
+_RECORD_IN_UNACKED = LuaScript(_TAKE + "\nreturn take(ARGV[10], ARGV[11])\n")
+
+# The end of a delivery (an ack, or a reject without requeue): the message leaves
+# ``unacked`` (index and hash, as kombu's QoS removes it) and its delivery count goes.
+# KEYS: unacked index, unacked, delivery-count key. ARGV: the delivery tag.
+_FORGET = LuaScript("""
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('DEL', KEYS[3])
+return 1
+""")
 
 # Items buried in one event-loop tick before the loop gets a turn (a flood of garbage
 # must not starve the worker's heartbeat and acknowledgements).
@@ -349,9 +360,17 @@ class QoS(kombu_redis.QoS):
     def ack(self, delivery_tag: str) -> None:
         self._handed.discard(delivery_tag)
         self._died.discard(delivery_tag)
-        pipe = self._remove_from_indices(delivery_tag)
-        pipe.delete(self._count_key(delivery_tag)).execute()
+        self._forget(delivery_tag)
         virtual.QoS.ack(self, delivery_tag)
+
+    def _forget(self, delivery_tag: str) -> None:
+        channel: Channel = self.channel
+        if channel.global_keyprefix:  # only the client prefixes keys, not the scripts
+            pipe = self._remove_from_indices(delivery_tag)
+            pipe.delete(self._count_key(delivery_tag)).execute()
+            return
+        keys = [self.unacked_index_key, self.unacked_key, self._count_key(delivery_tag)]
+        channel.scripts.run(channel.pool, _FORGET, keys, [delivery_tag])
 
     def reject(self, delivery_tag: str, requeue: bool = False) -> None:
         self._handed.discard(delivery_tag)
@@ -363,8 +382,7 @@ class QoS(kombu_redis.QoS):
                     client.delete(self._count_key(delivery_tag))
             self.restore_by_tag(delivery_tag, leftmost=True)
         else:
-            pipe = self._remove_from_indices(delivery_tag)
-            pipe.delete(self._count_key(delivery_tag)).execute()
+            self._forget(delivery_tag)
         virtual.QoS.ack(self, delivery_tag)
 
     def restore_unacked(self, client: Any = None) -> Any:
@@ -393,12 +411,18 @@ class Channel(kombu_redis.Channel):
         # The connection info (URL, credentials, options) this channel was opened with.
         self._opened_with = args[0].client if args else kwargs["connection"].client
         self._no_ack_queues: set[str | None] = set()
-        self._pop_script: Any = None
-        self._record_script: Any = None
+        # The scripts of every job (pop, ack) on a connection of their own (see there).
+        self.scripts = DirectScripts()
         self._sync_client: Any = None
         # Delivery tags the scripts recorded in ``unacked``, until kombu's QoS.append.
         self._recorded: set[str] = set()
         super().__init__(*args, **kwargs)
+
+    def _close_clients(self) -> None:
+        try:
+            super()._close_clients()
+        finally:
+            self.scripts.close()
 
     def recorded_by_script(self, delivery_tag: str) -> bool:
         if delivery_tag in self._recorded:
@@ -481,9 +505,9 @@ class Channel(kombu_redis.Channel):
     def pop_into_unacked(self, keys: list[str]) -> tuple[str, str, str] | None:
         """Atomically take the next message of ``keys`` and record it as unacknowledged
         (or bury it): (queue key, item, '') or (queue key, '', reason buried for)."""
-        if self._pop_script is None:  # lazily: the channel's client is made on first use
-            self._pop_script = self.client.register_script(_POP_INTO_UNACKED)
-        found = self._pop_script(keys=[*self._take_keys(), *keys], args=self._take_args())
+        found = self.scripts.run(
+            self.pool, _POP_INTO_UNACKED, [*self._take_keys(), *keys], self._take_args()
+        )
         if not found:
             return None
         dest, item, buried = found
@@ -491,9 +515,9 @@ class Channel(kombu_redis.Channel):
 
     def record_in_unacked(self, dest: str, item: str | bytes) -> tuple[str, str, str]:
         """What :meth:`pop_into_unacked` does, for an item BRPOP already took."""
-        if self._record_script is None:
-            self._record_script = self.client.register_script(_RECORD_IN_UNACKED)
-        found = self._record_script(keys=self._take_keys(), args=[*self._take_args(), dest, item])
+        found = self.scripts.run(
+            self.pool, _RECORD_IN_UNACKED, self._take_keys(), [*self._take_args(), dest, item]
+        )
         dest, item, buried = found
         return bytes_to_str(dest), bytes_to_str(item), bytes_to_str(buried)
 

@@ -130,11 +130,35 @@ def settle_recorded(
 
 # ---- the soft time limit after publishing ------------------------------------------
 
-_held: Any = None
+# Whether a soft time limit is held now (in this process's main thread), and the
+# handler this module put in front of the pool's, with the pool's behind it.
+_holding = False
+_guard: Any = None
+# (the handler to put back on release,) when hold_soft_limit replaced a non-Python one.
+_replaced: tuple[Any] | None = None
 
 
 def _too_late(signum: int, frame: Any) -> None:
     log.warning("soft time limit reached after the answer was published; ignored")
+
+
+class _Guard:
+    """SIGUSR1's handler while a pool child runs jobs: the pool's own (billiard's,
+    raising SoftTimeLimitExceeded), except while a soft time limit is held.
+
+    Installed once and then switched by a flag: swapping the handler itself around every
+    job cost two ``sigaction`` system calls and their Python wrapping per job."""
+
+    __slots__ = ("pool",)
+
+    def __init__(self, pool: Any) -> None:
+        self.pool = pool
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if _holding:
+            _too_late(signum, frame)
+        else:
+            self.pool(signum, frame)
 
 
 def hold_soft_limit() -> None:
@@ -143,19 +167,30 @@ def hold_soft_limit() -> None:
     Celery delivers the soft limit as SIGUSR1 to the pool child (billiard); once the
     answer is on the stream, raising would only turn the backend's record into a
     FAILURE. :func:`release_soft_limit` (at ``task_postrun``, after Celery stored the
-    result) puts the pool's handler back. Outside a pool child's main thread: no-op.
+    result) lets the pool's handler answer again. Outside a pool child's main thread:
+    no-op. Where SIGUSR1 has no Python handler (not a pool child), one that only logs
+    replaces it while held.
     """
-    global _held
-    if threading.current_thread() is not threading.main_thread() or _held is not None:
+    global _holding, _guard, _replaced
+    if _holding or threading.current_thread() is not threading.main_thread():
         return
-    _held = signal.signal(signal.SIGUSR1, _too_late)
+    current = signal.getsignal(signal.SIGUSR1)
+    if current is not _guard:
+        if callable(current):
+            _guard = _Guard(current)
+            signal.signal(signal.SIGUSR1, _guard)
+        else:  # SIG_DFL, SIG_IGN or None: nothing to put in front of
+            _replaced = (signal.signal(signal.SIGUSR1, _too_late),)
+    _holding = True
 
 
 def release_soft_limit(**_: Any) -> None:
-    global _held
-    if _held is not None:
-        signal.signal(signal.SIGUSR1, _held)
-        _held = None
+    global _holding, _replaced
+    _holding = False
+    if _replaced is not None:
+        previous, _replaced = _replaced[0], None
+        if previous is not None:
+            signal.signal(signal.SIGUSR1, previous)
 
 
 __all__ = [

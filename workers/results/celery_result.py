@@ -34,18 +34,33 @@ from apportion.workers.results.publisher import ResultRecord
 
 def success_value(task_id: str, envelope_json: bytes, now: datetime | None = None) -> bytes:
     """The JSON Celery's Redis backend stores for a task that returned ``envelope_json``."""
-    date_done = (now or datetime.now(UTC)).isoformat()
+    # An ISO date is plain ASCII: quoted as it is, it is what json.dumps writes.
+    date_done = (now or datetime.now(UTC)).isoformat().encode()
     return b"".join(
         (
             b'{"status": "SUCCESS", "result": ',
             envelope_json,
-            b', "traceback": null, "children": [], "date_done": ',
-            json.dumps(date_done).encode(),
-            b', "task_id": ',
+            b', "traceback": null, "children": [], "date_done": "',
+            date_done,
+            b'", "task_id": ',
             json.dumps(task_id).encode(),
             b"}",
         )
     )
+
+
+# The attribute a task keeps whether its backend and app settings allow the record in:
+# they are fixed for a worker's life, and reading Celery's settings costs more than the
+# rest of this check.
+_FITS = "_apportion_result_record_fits"
+
+
+def _backend_fits(task: Any) -> bool:
+    fits = getattr(task, _FITS, None)
+    if fits is None:
+        fits = isinstance(task.backend, RedisBackend) and not task.app.conf.result_extended
+        setattr(task, _FITS, fits)
+    return bool(fits)
 
 
 def can_record(task: Any, same_redis: bool) -> bool:
@@ -53,8 +68,7 @@ def can_record(task: Any, same_redis: bool) -> bool:
     request = task.request
     return (
         same_redis
-        and isinstance(task.backend, RedisBackend)
-        and not task.app.conf.result_extended
+        and _backend_fits(task)
         and bool(request.id)
         and not request.is_eager
         and not getattr(request, "group", None)
@@ -65,9 +79,10 @@ def can_record(task: Any, same_redis: bool) -> bool:
 
 def success_record(task: Any, envelope_json: bytes, ttl: int) -> ResultRecord:
     backend: RedisBackend = task.backend
-    key = backend.get_key_for_task(task.request.id)
+    task_id = task.request.id
+    key = backend.get_key_for_task(task_id)
     return ResultRecord(
         key=key.decode() if isinstance(key, bytes) else str(key),
-        value=success_value(task.request.id, envelope_json),
+        value=success_value(task_id, envelope_json),
         ttl=ttl,
     )

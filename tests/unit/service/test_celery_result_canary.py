@@ -89,3 +89,11 @@ def test_an_extended_result_is_left_to_celery(app: Celery) -> None:
     app.conf.result_extended = True
 
     assert not can_record(_task(app), same_redis=True)
+
+
+def test_the_stored_date_is_what_celerys_json_writes_for_it() -> None:
+    now = datetime(2026, 11, 25, 12, 0, 1, 250, tzinfo=UTC)
+
+    value = success_value("task-1", b"{}", now)
+
+    assert f'"date_done": {json.dumps(now.isoformat())}'.encode() in value
