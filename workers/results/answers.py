@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import signal
 import threading
 from typing import Any
@@ -134,6 +135,7 @@ def settle_recorded(
 # handler this module put in front of the pool's, with the pool's behind it.
 _holding = False
 _guard: Any = None
+_guard_pid = 0  # the process _guard was installed in (a forked child installs its own)
 # (the handler to put back on release,) when hold_soft_limit replaced a non-Python one.
 _replaced: tuple[Any] | None = None
 
@@ -146,8 +148,10 @@ class _Guard:
     """SIGUSR1's handler while a pool child runs jobs: the pool's own (billiard's,
     raising SoftTimeLimitExceeded), except while a soft time limit is held.
 
-    Installed once and then switched by a flag: swapping the handler itself around every
-    job cost two ``sigaction`` system calls and their Python wrapping per job."""
+    Installed once per process, at its first hold, and then switched by a flag: swapping
+    (or even reading) the handler around every job costs system calls and the signal
+    module's conversion of handlers to enums, per job. billiard installs its handler
+    once, as a pool child starts, before any job."""
 
     __slots__ = ("pool",)
 
@@ -171,13 +175,13 @@ def hold_soft_limit() -> None:
     no-op. Where SIGUSR1 has no Python handler (not a pool child), one that only logs
     replaces it while held.
     """
-    global _holding, _guard, _replaced
+    global _holding, _guard, _guard_pid, _replaced
     if _holding or threading.current_thread() is not threading.main_thread():
         return
-    current = signal.getsignal(signal.SIGUSR1)
-    if current is not _guard:
+    if _guard_pid != os.getpid():
+        current = signal.getsignal(signal.SIGUSR1)
         if callable(current):
-            _guard = _Guard(current)
+            _guard, _guard_pid = _Guard(current), os.getpid()
             signal.signal(signal.SIGUSR1, _guard)
         else:  # SIG_DFL, SIG_IGN or None: nothing to put in front of
             _replaced = (signal.signal(signal.SIGUSR1, _too_late),)

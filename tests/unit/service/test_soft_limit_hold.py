@@ -21,7 +21,9 @@ def _pool_handler(signum: int, frame: Any) -> None:
 
 
 @pytest.fixture
-def pool_handler() -> Iterator[None]:
+def pool_handler(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    # As in a freshly started pool child: the pool's handler, no guard yet.
+    monkeypatch.setattr(answers, "_guard_pid", 0)
     previous = signal.signal(signal.SIGUSR1, _pool_handler)
     try:
         yield
@@ -46,23 +48,10 @@ def test_a_soft_limit_raises_before_the_hold_and_after_the_release_but_not_while
     assert caplog.text.count("soft time limit reached after the answer was published") == 3
 
 
-def test_a_handler_the_pool_installs_anew_is_the_one_answering_after_release(
-    pool_handler: None,
+def test_without_a_python_handler_the_hold_logs_and_the_release_puts_the_default_back(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    answers.hold_soft_limit()
-    answers.release_soft_limit()
-    seen: list[int] = []
-    signal.signal(signal.SIGUSR1, lambda signum, frame: seen.append(signum))
-
-    answers.hold_soft_limit()
-    os.kill(os.getpid(), signal.SIGUSR1)
-    answers.release_soft_limit()
-    os.kill(os.getpid(), signal.SIGUSR1)
-
-    assert seen == [signal.SIGUSR1]
-
-
-def test_without_a_python_handler_the_hold_logs_and_the_release_puts_the_default_back() -> None:
+    monkeypatch.setattr(answers, "_guard_pid", 0)
     previous = signal.signal(signal.SIGUSR1, signal.SIG_DFL)
     try:
         answers.hold_soft_limit()
