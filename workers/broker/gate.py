@@ -97,11 +97,16 @@ class Bury:
 
 @dataclass(frozen=True, slots=True)
 class Deliver:
-    """A message safe to hand to kombu and Celery; ``notes`` says what the gate changed."""
+    """A message safe to hand to kombu and Celery; ``notes`` says what the gate changed.
+
+    ``call``: the message's body as the gate decoded it (``[args, kwargs, embed]``, what
+    kombu's JSON decoder makes of the same text), for the worker not to decode it again;
+    None for a rejected message."""
 
     message: dict[str, Any]
     notes: tuple[str, ...] = ()
     verdict: dict[str, Any] | None = None
+    call: list[Any] | None = None
 
 
 class _Refused(Exception):
@@ -213,7 +218,7 @@ def _deliver(
     notes: list[str] = []
     clean = _headers(headers, properties["delivery_tag"], rules, now, notes)
     properties["correlation_id"] = clean["id"]
-    body, verdict = _body(raw.get("body"), task, rules.limits, notes)
+    body, verdict, call = _body(raw.get("body"), task, rules.limits, notes)
     if verdict is None and "expired_at" in clean:
         verdict = _verdict(
             "expired", f"the job expired at {clean['expired_at']} before a worker took it", "$"
@@ -222,6 +227,7 @@ def _deliver(
     if verdict is not None:
         clean[VERDICT_HEADER] = verdict
         body = _encode_body([[], {}, dict(_EMPTY_EMBED)])
+        call = None
     message = {
         "body": body,
         "content-encoding": "utf-8",
@@ -229,7 +235,7 @@ def _deliver(
         "headers": clean,
         "properties": properties,
     }
-    return Deliver(message, tuple(notes), verdict)
+    return Deliver(message, tuple(notes), verdict, call)
 
 
 def _headers(
@@ -312,8 +318,9 @@ def _encode_body(call: list[Any]) -> str:
 
 def _body(
     encoded: Any, task: str, limits: Limits, notes: list[str]
-) -> tuple[str, dict[str, Any] | None]:
-    """(the body to deliver, the verdict for a body over a limit or None)."""
+) -> tuple[str, dict[str, Any] | None, list[Any] | None]:
+    """(the body to deliver, the verdict for a body over a limit or None, the body
+    decoded when there is no verdict)."""
     if not isinstance(encoded, str):
         raise _Refused("bad_body", f"the body must be a base64 string, got {_kind(encoded)}")
     try:
@@ -321,18 +328,22 @@ def _body(
     except (binascii.Error, ValueError):
         raise _Refused("bad_body", "the body is not base64") from None
     if len(data) > limits.max_payload_bytes:
-        return encoded, _verdict(
-            "too_large",
-            f"a job message of {len(data)} bytes is over the limit of "
-            f"{limits.max_payload_bytes} bytes (raise {env_name('max_payload_bytes')})",
-            "$",
+        return (
+            encoded,
+            _verdict(
+                "too_large",
+                f"a job message of {len(data)} bytes is over the limit of "
+                f"{limits.max_payload_bytes} bytes (raise {env_name('max_payload_bytes')})",
+                "$",
+            ),
+            None,
         )
     try:
         # NaN and Infinity: a Python producer writes them; the job is answered (the
         # engine's shape walk rejects them with their path), not dead-lettered.
         call, duplicate = edge.decode(data, allow_constants=True)
     except RecursionError:
-        return encoded, _too_deep(limits, "$")
+        return encoded, _too_deep(limits, "$"), None
     except ValueError as exc:
         raise _Refused("bad_body", f"the body is not UTF-8 JSON: {str(exc)[:120]}") from None
     if not (
@@ -352,11 +363,12 @@ def _body(
         verdict = _verdict("duplicate_key", problem.message, problem.path)
     if verdict is not None:
         job_id = _job_id(call, task)
-        return encoded, ({**verdict, "job_id": job_id} if job_id else verdict)
+        return encoded, ({**verdict, "job_id": job_id} if job_id else verdict), None
     if call[2] and call[2] != _EMPTY_EMBED:
         notes.append("callbacks, errbacks, chain and chord removed")
-        return _encode_body([call[0], call[1], dict(_EMPTY_EMBED)]), None
-    return encoded, None
+        call = [call[0], call[1], dict(_EMPTY_EMBED)]
+        return _encode_body(call), None, call
+    return encoded, None, call
 
 
 def _job_id(call: list[Any], task: str) -> str | None:

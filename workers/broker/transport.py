@@ -398,8 +398,26 @@ class QoS(kombu_redis.QoS):
         return super().restore_unacked(client)
 
 
+class Message(virtual.Message):
+    """kombu's message, carrying the body the gate decoded (:attr:`Deliver.call`).
+
+    The gate reads every message's ``[args, kwargs, embed]`` from its JSON; Celery's
+    consumer then asks kombu for the same (``message.payload``), which would decode the
+    JSON a second time in the worker's main process.
+    """
+
+    def __init__(self, payload: Any, channel: Any = None, **kwargs: Any) -> None:
+        super().__init__(payload, channel=channel, **kwargs)
+        decoded = getattr(channel, "gate_decoded", None)
+        if decoded is not None and decoded[0] == self.delivery_tag:
+            self._decoded_cache = decoded[1]
+
+
 class Channel(kombu_redis.Channel):
     QoS = QoS
+    Message = Message
+    # (delivery tag, decoded body) of the message being delivered (see Message).
+    gate_decoded: tuple[str, list[Any]] | None = None
     # apportion's own options (GateOptions), passed like kombu's in broker_transport_options.
     from_transport_options = (  # type: ignore[assignment]
         *kombu_redis.Channel.from_transport_options,
@@ -557,10 +575,13 @@ class Channel(kombu_redis.Channel):
         tag = verdict.message["properties"]["delivery_tag"]
         if scripted and recorded:
             self._recorded.add(tag)
+        if verdict.call is not None:
+            self.gate_decoded = (tag, verdict.call)
         try:
             self.connection._deliver(verdict.message, queue)
         finally:
             self._recorded.discard(tag)
+            self.gate_decoded = None
         return True
 
     def _bury(self, dest: str, item: str, verdict: Bury, queue: str) -> None:

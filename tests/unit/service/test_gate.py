@@ -272,3 +272,35 @@ def test_a_rejected_events_answer_is_filed_under_its_event_id_the_kinds_own_key(
     assert verdict.verdict is not None
     assert verdict.verdict["code"] == "too_deep"
     assert verdict.verdict["job_id"] == "evt-7"
+
+
+def _kombus_decode(verdict: Any) -> Any:
+    from kombu.serialization import loads
+
+    data = base64.b64decode(verdict.message["body"])
+    return loads(data, "application/json", "utf-8", accept={"application/json"})
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        json.dumps([[JOB], {}, {"callbacks": None, "errbacks": None, "chain": None}]),
+        json.dumps([[JOB], {}, None]),
+        json.dumps([[], {"job": {**JOB, "n": [1.5, -0.0, 1e300, 10**30, "é\u2028"]}}, {}]),
+        json.dumps([[JOB], {}, {"callbacks": [{"task": "x"}]}]),  # embed replaced
+    ],
+)
+def test_the_body_the_gate_decoded_is_what_kombu_decodes_from_the_delivered_message(
+    body: str,
+) -> None:
+    verdict = delivered(message(body.encode()))
+
+    assert verdict.call is not None
+    assert verdict.call == _kombus_decode(verdict)
+
+
+def test_a_rejected_message_carries_no_decoded_body() -> None:
+    verdict = delivered(message(json.dumps([[{**JOB, "x": nested(600)}], {}, {}]).encode()))
+
+    assert verdict.verdict is not None
+    assert verdict.call is None

@@ -37,13 +37,16 @@ CHANNEL_INTERNALS = {
     "from_transport_options": "extended with the apportion_gate option (fix 5)",
     "client": "the client the gate's scripts and the dead letters use",
     "connection_errors": "what the gate re-raises so that kombu reconnects",
+    "Message": "replaced by a message carrying the body the gate decoded",
+    "pool": "the pool the pop and ack scripts' own connection is made from",
+    "_close_clients": "extended: closes the scripts' own connection",
 }
 QOS_INTERNALS = {
     "append": "overridden: not written again when the pop script recorded the message",
     "ack": "overridden: also forgets the delivery count (fix 5)",
     "reject": "overridden: a requeue keeps the count only when a pool child died",
     "restore_unacked": "overridden: messages given back unstarted forget their count",
-    "_remove_from_indices": "the pipeline ack and reject extend with the count's DEL",
+    "_remove_from_indices": "the ack and reject with a global key prefix (no scripts)",
     "restore_by_tag": "what a requeue does",
     "_delivered": "the deliveries restore_unacked gives back",
 }
@@ -95,6 +98,21 @@ def test_celery_asks_a_request_whether_it_was_revoked_right_before_the_pool() ->
     assert "self.revoked()" in body, (
         "celery's execute_using_pool no longer calls self.revoked() before the pool: "
         "GatedRequest.revoked no longer marks a hand-off (quarantine counting)"
+    )
+
+
+def test_a_kombu_message_decodes_its_body_once_into_a_cache_a_subclass_can_fill() -> None:
+    # workers/broker/transport.py's Message fills _decoded_cache with the gate's decode,
+    # which kombu's payload/decode() then return instead of decoding the body again.
+    from kombu.message import Message
+
+    source = inspect.getsource(Message.decode)
+    assert "self._decoded_cache" in source, (
+        "kombu's Message.decode no longer caches in _decoded_cache: the gate's decoded "
+        "body is ignored and the main process decodes every job twice"
+    )
+    assert "_decoded_cache" in Message.__slots__ or "_decoded_cache" in inspect.getsource(
+        Message.__init__
     )
 
 
