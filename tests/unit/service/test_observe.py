@@ -106,3 +106,28 @@ def test_the_sent_at_header_is_read_only_when_it_is_a_number(
     request_: Any, expected: float | None
 ) -> None:
     assert sent_at(request_) == expected
+
+
+@pytest.mark.parametrize(
+    ("loglevel", "keep_env", "quiet"),
+    [(logging.INFO, "", True), (logging.DEBUG, "", False), (logging.INFO, "true", False)],
+)
+def test_celerys_per_task_loggers_are_quiet_at_info_so_celery_never_makes_the_lines(
+    loglevel: int, keep_env: str, quiet: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from apportion.workers.logs import configure
+
+    monkeypatch.setenv("APPORTION_LOG_CELERY_TASK_LINES", keep_env)
+    names = ("celery.worker.strategy", "celery.app.trace")
+    saved = [(logging.getLogger(n).level, list(logging.getLogger(n).filters)) for n in names]
+    try:
+        configure(logging.getLogger("apportion-test"), loglevel)
+
+        for name in names:
+            # What Celery checks once when it builds a task's strategy and tracer.
+            assert logging.getLogger(name).isEnabledFor(logging.INFO) is not quiet, name
+            assert logging.getLogger(name).isEnabledFor(logging.WARNING), name
+    finally:
+        for name, (level, filters) in zip(names, saved, strict=True):
+            logging.getLogger(name).setLevel(level)
+            logging.getLogger(name).filters[:] = filters
