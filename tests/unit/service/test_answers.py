@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
+from typing import Any
 
 import fakeredis
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from apportion.contracts import Envelope
 from apportion.limits import Limits
@@ -51,6 +56,48 @@ def test_the_fingerprint_ignores_key_order_and_sees_any_other_difference() -> No
     assert fingerprint({"a": 1, "b": [1, 2]}) == fingerprint({"b": [1, 2], "a": 1})
     assert fingerprint({"a": 1}) != fingerprint({"a": 2})
     assert fingerprint({"a": "\ud800"})  # lone surrogates still fingerprint
+
+
+def _fingerprint_as_json_dumps_writes_it(job: Any) -> str:
+    try:
+        text = json.dumps(job, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        text = f"<{type(job).__name__}>"
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.sampled_from([0.0, -0.0, 1e16, 1e-05, 5.0, 1e300, 123456789.0])
+    | st.text()
+    | st.sampled_from(["null", "1e5", "x.1", '\x00\x1f\x7f"\\/\u2028', "\ud800"])
+)
+_JSON = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+        | st.dictionaries(st.integers(), inner, max_size=2)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_JSON)
+def test_the_fingerprint_is_the_digest_of_what_json_dumps_writes(job: Any) -> None:
+    assert fingerprint(job) == _fingerprint_as_json_dumps_writes_it(job)
+
+
+def test_the_fingerprint_of_a_seed_job_is_the_one_earlier_versions_stored() -> None:
+    job = {"job_id": "j-1", "hardware": {"disks": [{"id": "sda", "size": 40000}]}, "s": "é"}
+
+    assert fingerprint(job) == _fingerprint_as_json_dumps_writes_it(job)
+    assert fingerprint([[job], {}]) == _fingerprint_as_json_dumps_writes_it([[job], {}])
 
 
 def test_a_second_job_with_the_same_id_and_other_content_is_rejected_and_not_published() -> None:
