@@ -16,6 +16,12 @@ raise ``RecursionError`` here):
 
 Every message names the limit an operator raises (``APPORTION_LIMITS__*``) or, for
 the fixed number range, what the engines support.
+
+Both are exact but walk every value in Python. :mod:`apportion.edge_fast` answers the
+common case, valid JSON, in C (orjson and byte counts) and proves from the text that its
+answer is the strict one; anything it cannot prove takes the strict path, so every
+rejection is the strict path's. :func:`load_bounded` also returns what the text shows
+about the value's shape, which can make :func:`shape_problem`'s walk unnecessary.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from apportion.edge_fast import Bounds, fast_decode
 from apportion.errors import Problem, Rejected
 from apportion.limits import DEFAULT_LIMITS, Limits, env_name
 
@@ -73,9 +80,21 @@ def decode(
     Raises ``ValueError`` for text that is not JSON (``NaN`` and ``Infinity`` included,
     unless ``allow_constants``: a Python producer's json writes them, and the shape walk
     then rejects them with their path) and ``RecursionError`` for nesting deeper than
-    the interpreter's stack. The pairs
-    hook costs one C-level dict build and a length comparison per object; the path of
-    a repeated key is only looked for when there is one.
+    the interpreter's stack.
+    """
+    fast = fast_decode(text)
+    if fast is not None:
+        return fast[0], None
+    return strict_decode(text, allow_constants=allow_constants)
+
+
+def strict_decode(
+    text: str | bytes, *, allow_constants: bool = False
+) -> tuple[Any, tuple[str, str] | None]:
+    """:func:`decode` by :mod:`json` alone: what the fast path must always agree with.
+
+    The pairs hook costs one C-level dict build and a length comparison per object; the
+    path of a repeated key is only looked for when there is one.
     """
     marked: list[_Duplicate] = []
 
@@ -101,6 +120,15 @@ def decode(
 
 def loads(text: str | bytes, limits: Limits = DEFAULT_LIMITS) -> Any:
     """Decode JSON text, refusing what :mod:`json` lets through (see module doc)."""
+    return load_bounded(text, limits)[0]
+
+
+def load_bounded(text: str | bytes, limits: Limits = DEFAULT_LIMITS) -> tuple[Any, Bounds | None]:
+    """:func:`loads`, with bounds on the value's shape when the text proves them.
+
+    Where ``bounds.vouch(limits)`` holds, :func:`shape_problem` of the value (or, with
+    ``level=1``, of each item of a decoded array) is None without walking it.
+    """
     size = len(text)
     if size > limits.max_payload_bytes:
         raise Rejected.at(
@@ -109,8 +137,11 @@ def loads(text: str | bytes, limits: Limits = DEFAULT_LIMITS) -> Any:
             f"(raise {env_name('max_payload_bytes')})",
             code="too_large",
         )
+    fast = fast_decode(text, limits)
+    if fast is not None:
+        return fast
     try:
-        value, duplicate = decode(text)
+        value, duplicate = strict_decode(text)
     except RecursionError:
         raise Rejected.at(
             "$",
@@ -122,7 +153,7 @@ def loads(text: str | bytes, limits: Limits = DEFAULT_LIMITS) -> Any:
         raise Rejected.at("$", f"not valid JSON: {exc}", code="malformed_json") from None
     if duplicate is not None:
         raise duplicate_key(*duplicate)
-    return value
+    return value, None
 
 
 def duplicate_key(path: str, key: str) -> Rejected:
@@ -341,9 +372,12 @@ def _key_problem(key: Any, path: str, max_string: int) -> ShapeProblem | None:
 __all__ = [
     "INT_MAX",
     "INT_MIN",
+    "Bounds",
     "ShapeProblem",
     "decode",
     "duplicate_key",
+    "load_bounded",
     "loads",
     "shape_problem",
+    "strict_decode",
 ]

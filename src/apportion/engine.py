@@ -110,12 +110,18 @@ def _problems(exc: ValidationError) -> list[Problem]:
     return out
 
 
-def validate(kind: str, payload: Any, limits: Limits = DEFAULT_LIMITS) -> BaseModel:
-    """Validate ``payload`` against the contract model of ``kind`` or raise :class:`Rejected`."""
+def validate(
+    kind: str, payload: Any, limits: Limits = DEFAULT_LIMITS, *, vouched: bool = False
+) -> BaseModel:
+    """Validate ``payload`` against the contract model of ``kind`` or raise :class:`Rejected`.
+
+    ``vouched``: the payload was just decoded by :func:`apportion.edge.load_bounded` and
+    its bounds vouch for its shape under ``limits``, so the shape walk would find nothing.
+    """
     model = kinds.get(kind).job
     if not isinstance(payload, dict):
         raise Rejected.at("$", f"a {kind} job must be a JSON object, got {type(payload).__name__}")
-    found = edge.shape_problem(payload, limits)
+    found = None if vouched else edge.shape_problem(payload, limits)
     if found is not None:
         raise found.rejected()
     try:
@@ -154,13 +160,16 @@ class _Attempt:
     warnings: Sequence[WarningDetail] = ()
 
 
-def _answer(spec: kinds.JobKind, payload: Any, ctx: Context, attempt: _Attempt) -> Any:
+def _answer(
+    spec: kinds.JobKind, payload: Any, ctx: Context, attempt: _Attempt, vouched: bool
+) -> Any:
     """Decode, validate and solve: the result as plain data, or a domain error."""
     if isinstance(payload, str | bytes):
-        payload = parse_json_text(payload, ctx.limits)
+        payload, bounds = edge.load_bounded(payload, ctx.limits)
+        vouched = bounds is not None and bounds.vouch(ctx.limits)
         attempt.job_id = _payload_job_id(spec, payload) or attempt.job_id
     try:
-        job = validate(spec.name, payload, ctx.limits)
+        job = validate(spec.name, payload, ctx.limits, vouched=vouched)
     except Rejected as exc:
         # A misspelled field may be why a required one is missing: say so too.
         if exc.code == Rejected.code:
@@ -192,6 +201,7 @@ def run(
     *,
     job_id: str | None = None,
     reraise: tuple[type[BaseException], ...] = (),
+    vouched: bool = False,
 ) -> Envelope:
     """Validate, solve and wrap one job. Raises only :class:`~apportion.kinds.UnknownKind`
     and ``reraise``.
@@ -199,6 +209,7 @@ def run(
     ``job_id`` is the fallback idempotency key (the Celery task id) used when the
     job carries none. ``reraise`` lets the caller keep exceptions that are its own
     business, such as Celery's soft time limit, out of the engine-bug branch.
+    ``vouched``: see :func:`validate` (a caller that decoded the text itself).
     """
     spec = kinds.get(kind)
     passthrough: tuple[type[BaseException], ...] = (InfrastructureError, *reraise)
@@ -217,7 +228,7 @@ def run(
         )
 
     try:
-        result = _answer(spec, payload, ctx or Context(), attempt)
+        result = _answer(spec, payload, ctx or Context(), attempt, vouched)
     except Infeasible as exc:
         return envelope(status="infeasible", error=error_info(exc))
     except DomainError as exc:  # Rejected and every other domain error

@@ -74,6 +74,13 @@ def read_payload(source: str) -> str:
 def read_jobs(kind: str, source: str) -> tuple[list[Any], bool, Envelope | None]:
     """The jobs in ``source`` (see :func:`jobs_from_text`); one too large is rejected
     as the engine rejects it, naming the limit."""
+    jobs, is_array, bad, _ = read_vouched_jobs(kind, source)
+    return jobs, is_array, bad
+
+
+def read_vouched_jobs(kind: str, source: str) -> tuple[list[Any], bool, Envelope | None, bool]:
+    """:func:`read_jobs`, and whether the text vouches for every job's shape (the
+    ``vouched`` of :func:`apportion.engine.run`)."""
     from apportion.contracts import Envelope
     from apportion.engine import error_info
     from apportion.errors import Rejected
@@ -82,8 +89,8 @@ def read_jobs(kind: str, source: str) -> tuple[list[Any], bool, Envelope | None]
         text = read_payload(source)
     except InputTooLarge as exc:
         refused = Rejected.at("$", str(exc), code="too_large")
-        return [], False, Envelope.rejected(None, kind, error_info(refused))
-    return jobs_from_text(kind, text)
+        return [], False, Envelope.rejected(None, kind, error_info(refused)), False
+    return vouched_jobs_from_text(kind, text)
 
 
 def print_json(data: Any, pretty: bool | None = None) -> None:
@@ -142,17 +149,26 @@ def check_kind(kind: str) -> None:
 
 def jobs_from_text(kind: str, text: str) -> tuple[list[Any], bool, Envelope | None]:
     """Parse the input: (jobs, was_array, rejection envelope if the text is not JSON)."""
+    jobs, is_array, bad, _ = vouched_jobs_from_text(kind, text)
+    return jobs, is_array, bad
+
+
+def vouched_jobs_from_text(kind: str, text: str) -> tuple[list[Any], bool, Envelope | None, bool]:
+    """:func:`jobs_from_text`, and whether the text vouches for every job's shape."""
     from apportion.contracts import Envelope
-    from apportion.engine import error_info, parse_json_text
+    from apportion.edge import load_bounded
+    from apportion.engine import error_info
     from apportion.errors import Rejected
 
+    limits = engine_settings().limits
     try:
-        data = parse_json_text(text, engine_settings().limits)
+        data, bounds = load_bounded(text, limits)
     except Rejected as exc:
-        return [], False, Envelope.rejected(None, kind, error_info(exc))
-    if isinstance(data, list):
-        return data, True, None
-    return [data], False, None
+        return [], False, Envelope.rejected(None, kind, error_info(exc)), False
+    is_array = isinstance(data, list)
+    # An array's jobs are one level inside the text the bounds were read from.
+    vouched = bounds is not None and bounds.vouch(limits, level=1 if is_array else 0)
+    return (data if is_array else [data]), is_array, None, vouched
 
 
 def redis_location(url: str) -> str:

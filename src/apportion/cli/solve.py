@@ -16,7 +16,7 @@ from apportion.cli.common import (
     check_kind,
     engine_settings,
     print_json,
-    read_jobs,
+    read_vouched_jobs,
 )
 
 
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
 
     config = engine_settings()  # first: it loads a deployment's own kinds
     check_kind(args.kind)
-    jobs, is_array, bad = read_jobs(args.kind, args.file)
+    jobs, is_array, bad, vouched = read_vouched_jobs(args.kind, args.file)
     if bad is not None:
         print_json(bad.as_dict(), args.pretty)
         return EXIT_REJECTED
@@ -44,18 +44,19 @@ def run(args: argparse.Namespace) -> int:
     # collection a job triggers, as the worker does with its heap before it forks.
     gc.freeze()
     if not is_array:
-        envelope = run_job(args.kind, jobs[0], context)
+        envelope = run_job(args.kind, jobs[0], context, vouched=vouched)
         print_json(envelope.as_dict(), args.pretty)
         return STATUS_EXIT[envelope.status]
     pretty = sys.stdout.isatty() if args.pretty is None else args.pretty
     if pretty:
-        print_json([run_job(args.kind, job, context).as_dict() for job in jobs], pretty)
+        envelopes = [run_job(args.kind, job, context, vouched=vouched) for job in jobs]
+        print_json([e.as_dict() for e in envelopes], pretty)
     else:
-        write_each(args.kind, jobs, context)
+        write_each(args.kind, jobs, context, vouched=vouched)
     return EXIT_OK
 
 
-def write_each(kind: str, jobs: list[Any], context: Any) -> None:
+def write_each(kind: str, jobs: list[Any], context: Any, *, vouched: bool = False) -> None:
     """A compact JSON array of the jobs' envelopes, each written as soon as it is solved.
 
     Each job and its envelope are let go before the next job runs, so the heap holds one
@@ -71,7 +72,7 @@ def write_each(kind: str, jobs: list[Any], context: Any) -> None:
     jobs.reverse()  # popped from the end: in input order, each dropped once solved
     separator = b""
     while jobs:
-        envelope = run_job(kind, jobs.pop(), context)
+        envelope = run_job(kind, jobs.pop(), context, vouched=vouched)
         out.write(separator + encode(envelope.as_dict()))
         separator = b","
     out.write(b"]\n")
