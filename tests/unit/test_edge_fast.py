@@ -112,7 +112,7 @@ def assert_same(text: str | bytes, limits: Limits | None = None) -> None:
     assert typed(outcome(text, limits)) == typed(strict_loads(text, limits))
 
 
-@settings(max_examples=400)
+@settings(max_examples=200)
 @given(trees, styles)
 def test_loads_answers_every_written_document_as_the_strict_path_does(
     tree: Any, style: Style
@@ -123,7 +123,7 @@ def test_loads_answers_every_written_document_as_the_strict_path_does(
     assert_same(text.encode("utf-8", "surrogatepass"))
 
 
-@settings(max_examples=400)
+@settings(max_examples=200)
 @given(soups)
 @example('{"a": 1, "a": 2}')
 @example('{"a": 1, "\\u0061": 2}')
@@ -188,7 +188,7 @@ small_limits = st.builds(
 )
 
 
-@settings(max_examples=400)
+@settings(max_examples=200)
 @given(trees, styles, small_limits)
 def test_the_bounds_of_a_text_hold_for_its_value_and_vouch_only_for_a_clean_shape(
     tree: Any, style: Style, limits: Limits
@@ -230,3 +230,14 @@ def test_a_text_without_escapes_or_long_numbers_takes_the_fast_path() -> None:
     assert fast[0] == json.loads(text)
     assert fast[1].height == 4
     assert fast[1].vouch(Limits())
+
+
+json_numbers = st.from_regex(
+    r"-?(0|[1-9][0-9]{0,24})(\.[0-9]{1,24})?([eE][-+]?[0-9]{1,3})?", fullmatch=True
+)
+
+
+@settings(max_examples=200)
+@given(json_numbers)
+def test_a_number_is_read_as_the_strict_path_reads_it_to_the_last_bit(number: str) -> None:
+    assert_same(f"[{number}, {{{json.dumps(number)}: {number}}}]")
