@@ -185,10 +185,14 @@ def _join(path: str, key: str) -> str:
 # ---- the shape walk -------------------------------------------------------------------
 
 
-def _keys_ok(value: dict[Any, Any], max_string: int) -> bool:
+def _keys_ok(dicts: list[dict[Any, Any]], max_string: int) -> bool:
+    """Every key of every dict a string of at most ``max_string`` without a lone surrogate."""
+    keys = set().union(*dicts)  # a job repeats its keys: each distinct one checked once
     try:
-        # JSON keys are strings: two C-level passes. isascii() is O(1) per string.
-        return max(map(len, value)) <= max_string and all(map(str.isascii, value))
+        # C-level passes; isascii() is O(1) per string, the surrogate search only for others
+        return max(map(len, keys), default=0) <= max_string and (
+            all(map(str.isascii, keys)) or all(map(_text_ok, keys))
+        )
     except TypeError:  # a Python caller's non-string key
         return False
 
@@ -198,43 +202,56 @@ def _shape_ok(payload: Any, limits: Limits) -> bool:
 
     Decoded JSON holds exact dicts, lists, strs, ints and floats, so ``type(x) is``
     checks suffice and keep this at a fraction of pydantic's own cost on a large job.
+    One level of nesting at a time, so no depth is carried per container; the keys
+    are checked once at the end.
     """
-    max_depth, max_string = limits.max_json_depth, limits.max_string_length
+    max_string = limits.max_string_length
     if type(payload) is not dict and type(payload) is not list:
         return _scalar_ok(payload, max_string)
     budget = limits.max_json_items
-    stack: list[tuple[Any, int]] = [(payload, 0)]
-    pop, push = stack.pop, stack.append
-    lo, hi, flo, fhi = INT_MIN, INT_MAX, -_FLOAT_MAX, _FLOAT_MAX  # locals: the loop is hot
-    while stack:
-        value, depth = pop()
-        if depth >= max_depth:
-            return False
-        budget -= len(value)
+    dicts: list[dict[Any, Any]] = []
+    level: list[Any] = [payload]
+    for _ in range(limits.max_json_depth):
+        budget = _level_ok(level, dicts, budget, max_string)
         if budget < 0:
             return False
+        if not level:
+            return _keys_ok(dicts, max_string)
+    return False  # a container deeper than the limit
+
+
+def _level_ok(level: list[Any], dicts: list[dict[Any, Any]], budget: int, max_string: int) -> int:
+    """Check the containers in ``level`` and replace them by the containers they hold;
+    the remaining value budget, negative when anything is wrong."""
+    lo, hi, flo, fhi = INT_MIN, INT_MAX, -_FLOAT_MAX, _FLOAT_MAX  # locals: the loop is hot
+    inner: list[Any] = []
+    push, keep = inner.append, dicts.append
+    for value in level:
+        budget -= len(value)
+        if budget < 0:
+            return -1
         if type(value) is dict:
-            if value and not _keys_ok(value, max_string):
-                return False
+            keep(value)
             children: Any = value.values()
         else:
             children = value
         for child in children:
             kind = type(child)
-            if kind is str:
+            if kind is dict or kind is list:
+                push(child)
+            elif kind is str:
                 if len(child) > max_string or not (child.isascii() or _text_ok(child)):
-                    return False
-            elif kind is dict or kind is list:
-                push((child, depth + 1))
+                    return -1
             elif kind is int:
                 if not lo <= child <= hi:
-                    return False
+                    return -1
             elif kind is float:
                 if not flo <= child <= fhi:
-                    return False
+                    return -1
             elif kind is not bool and child is not None:
-                return False  # not JSON data; the slow pass says where
-    return True
+                return -1  # not JSON data; the slow pass says where
+    level[:] = inner
+    return budget
 
 
 def _text_ok(text: str) -> bool:

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apportion import edge
@@ -170,3 +170,43 @@ def test_a_python_callers_non_string_key_is_found_and_named() -> None:
     assert found.code == "invalid_json"
     assert found.problem.path == "hardware"
     assert "key of type int" in found.problem.message
+
+
+class Odd:
+    """Not JSON data: what a Python caller might put in a payload."""
+
+
+hostile_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.sampled_from([2**63 - 1, 2**63, -(2**63), -(2**63) - 1])
+    | st.floats()
+    | st.text(max_size=12)
+    | st.sampled_from(["\ud800", "é\udfff", "x" * 9, Odd(), (1,), b"b"]),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.text(max_size=9) | st.sampled_from([1, None, (1,), "\ud800", "é", "k" * 9]),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=400)
+@given(
+    hostile_values,
+    st.builds(
+        Limits,
+        max_json_depth=st.integers(1, 6),
+        max_json_items=st.integers(1, 40),
+        max_string_length=st.integers(1, 10),
+    ),
+)
+def test_the_quick_shape_pass_finds_a_problem_exactly_when_the_walk_with_paths_does(
+    value: Any, limits: Limits
+) -> None:
+    assert edge._shape_ok(value, limits) == (edge._locate(value, limits) is None)
