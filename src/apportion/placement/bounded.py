@@ -52,11 +52,10 @@ def size_of(value: Any) -> int:
 def _subset(candidates: CandidateSet, keep: Sequence[int]) -> CandidateSet:
     """The candidates at ``keep``, with the provider summaries of their trees only
     (the rule the search applies to what it found)."""
-    found = [candidates.found[i] for i in keep]
+    found = candidates.found.take(keep)
     summaries = candidates.provider_summaries
     if candidates.forest is not None:
-        touched = {p for _, assignment in found for p in assignment}
-        summaries = provider_summaries(candidates.forest, touched)
+        summaries = provider_summaries(candidates.forest, found.providers().tolist())
     return dataclasses.replace(candidates, found=found, provider_summaries=summaries)
 
 

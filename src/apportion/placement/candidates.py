@@ -21,30 +21,23 @@ Identity of a candidate: its allocations and mappings. Two anchors can only
 produce the same one when every provider in it is a sharing provider; it is
 kept once, anchored at a tree it touches when one of those produced it.
 
-The wire objects are plain dicts and lists (the TypedDicts of
-``contracts.launch``), built once per candidate. Parts that cannot differ
-between candidates (a provider's allocation for one list of amounts) are one
-shared object: the result is written and never changed.
+The candidates are kept compact (:class:`~apportion.placement.shapes.Found`)
+until the answer is built (:mod:`build`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from apportion.contracts.launch import (
-    AllocationRequest,
-    LaunchSelectJob,
-    ProviderAllocation,
-    ProviderSummary,
-)
+from apportion.contracts.launch import AllocationRequest, LaunchSelectJob, ProviderSummary
+from apportion.placement.build import Builder
 from apportion.placement.model import Forest, build_forest
-from apportion.placement.pricing import Gives, candidate_costs
+from apportion.placement.pricing import candidate_costs
 from apportion.placement.query import ParsedRequest, parse_request
 from apportion.placement.search import Assignment, Budget, Searcher, SearchExhausted, round_robin
-from apportion.placement.shapes import assignment_matrix, shape_codes
+from apportion.placement.shapes import Found
 from apportion.placement.slots import SlotPlan, plan_slots
 from apportion.placement.summaries import provider_summaries
 
@@ -53,8 +46,6 @@ if TYPE_CHECKING:
 
 # How many unusable inventories the result lists by name (the count is always given).
 SHOWN_UNUSABLE = 20
-
-Found = Sequence[tuple[int, Assignment]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +70,7 @@ class CandidateSet:
     limit: int | None = None
     # The resource classes the request asks for.
     requested: frozenset[str] = frozenset()
-    builder: _Builder | None = field(default=None, repr=False, compare=False)
+    builder: Builder | None = field(default=None, repr=False, compare=False)
 
     @property
     def requests(self) -> list[AllocationRequest]:
@@ -90,13 +81,13 @@ class CandidateSet:
     def anchors(self) -> list[str]:
         """The uuid of each candidate's anchoring root."""
         uuids = self.forest.uuids
-        return [uuids[anchor] for anchor, _ in self.found]
+        return [uuids[anchor] for anchor in self.found.anchors.tolist()]
 
     @property
     def accounts(self) -> list[str]:
         """The account of each candidate: the account of its anchoring root."""
         accounts = self.forest.accounts
-        return [accounts[anchor] for anchor, _ in self.found]
+        return [accounts[anchor] for anchor in self.found.anchors.tolist()]
 
     def resource_classes(self) -> list[str]:
         """The resource classes every candidate allocates (sorted).
@@ -139,8 +130,7 @@ class CandidateSet:
         order exactly as ``selection.facts.request_costs`` walks a built candidate.
         Not clamped.
         """
-        accounts = self.forest.accounts
-        totals = [base.get(accounts[anchor], 0.0) for anchor, _ in self.found]
+        totals = [base.get(account, 0.0) for account in self.accounts]
         if self.builder is None:
             return totals
         return candidate_costs(
@@ -164,129 +154,6 @@ class CandidateSet:
                 for u in unusable[:SHOWN_UNUSABLE]
             ]
             out["unusable_inventory_count"] = len(unusable)
-        return out
-
-
-Demands = tuple[tuple[str, int], ...]
-Picker = Callable[[Sequence[Any]], tuple[Any, ...]]
-
-
-def _picker(indices: Sequence[int]) -> Picker:
-    """A function taking the items at ``indices`` of a sequence, as a tuple."""
-    if not indices:
-        return lambda _: ()
-    if len(indices) == 1:
-        k = indices[0]
-        return lambda items: (items[k],)
-    return itemgetter(*indices)
-
-
-@dataclass(frozen=True, slots=True)
-class _Shape:
-    """How the candidates whose slots share providers the same way are built.
-
-    The shape of an assignment is, per slot, the first slot holding the same
-    provider (``tuple(map(assignment.index, assignment))``): a candidate with
-    three unsuffixed slots on one NUMA node and a sharing disk has the shape
-    (0, 0, 2). Everything but the provider names follows from the shape, so it
-    is worked out once per shape rather than once per candidate.
-    """
-
-    # per allocated provider (by its first slot), in allocation order: its
-    # position in the assignment and its shared allocation
-    givers: Picker
-    allocations: tuple[ProviderAllocation, ...]
-    # providers of the unsuffixed group's mapping, without repeats
-    unsuffixed: Picker | None
-    # whether that mapping has several providers (then it is sorted)
-    several: bool
-    gives: Gives
-
-
-class _Builder:
-    """Turns assignments into AllocationRequest dicts, sharing the immutable parts."""
-
-    def __init__(self, forest: Forest, plan: SlotPlan) -> None:
-        self.uuids = forest.uuids
-        self.accounts = forest.accounts
-        self.allocations: dict[Demands, ProviderAllocation] = {}
-        self.demands = [s.demands for s in plan.slots]
-        self.unsuffixed = [k for k, s in enumerate(plan.slots) if not s.suffix]
-        self.suffixed = [(k, s.suffix) for k, s in enumerate(plan.slots) if s.suffix]
-        self.shapes: dict[tuple[int, ...], _Shape] = {}
-
-    def _allocation(self, demands: Demands) -> ProviderAllocation:
-        pa = self.allocations.get(demands)
-        if pa is None:
-            resources: dict[str, int] = {}
-            for rc, amount in demands:
-                resources[rc] = resources.get(rc, 0) + amount
-            pa = self.allocations[demands] = {"resources": resources}
-        return pa
-
-    def shape(self, assignment: Assignment) -> _Shape:
-        key = tuple(map(assignment.index, assignment))
-        shape = self.shapes.get(key)
-        if shape is None:
-            # Amounts of several slots on one provider add up in one allocation
-            # (placed where the first of those slots is), in slot order.
-            merged: dict[int, Demands] = {}
-            for first, demands in zip(key, self.demands, strict=True):
-                if demands:
-                    merged[first] = merged.get(first, ()) + demands
-            mapped = tuple(dict.fromkeys(key[k] for k in self.unsuffixed))
-            allocations = tuple(self._allocation(d) for d in merged.values())
-            shape = self.shapes[key] = _Shape(
-                givers=_picker(tuple(merged)),
-                allocations=allocations,
-                unsuffixed=_picker(mapped) if self.unsuffixed else None,
-                several=len(mapped) > 1,
-                gives=tuple(
-                    (k, tuple(pa["resources"].items()))
-                    for k, pa in zip(merged, allocations, strict=True)
-                ),
-            )
-        return shape
-
-    def gives(self, assignment: Assignment) -> Gives:
-        return self.shape(assignment).gives
-
-    def build(
-        self,
-        found: Found,
-        per_account: Mapping[str, tuple[int | None, float]] | None = None,
-        costs: Sequence[float] = (),
-    ) -> list[AllocationRequest]:
-        if not found:
-            return []
-        first, shape_of = shape_codes(assignment_matrix(found))
-        shapes = [self.shape(found[i][1]) for i in first]
-        uuid_of, accounts, suffixed = self.uuids.__getitem__, self.accounts, self.suffixed
-        no_selection = (None, None)
-        out: list[AllocationRequest] = []
-        append = out.append
-        for i, u in enumerate(shape_of.tolist()):
-            anchor, assignment = found[i]
-            shape = shapes[u]
-            names = tuple(map(uuid_of, assignment))
-            mappings: dict[str, list[str]] = {}
-            if shape.unsuffixed is not None:
-                mapped = shape.unsuffixed(names)
-                mappings[""] = sorted(mapped) if shape.several else list(mapped)
-            for k, suffix in suffixed:
-                mappings[suffix] = [names[k]]
-            account = accounts[anchor]
-            group, probability = per_account[account] if per_account else no_selection
-            append(
-                {
-                    "allocations": dict(zip(shape.givers(names), shape.allocations, strict=True)),
-                    "mappings": mappings,
-                    "account": account,
-                    "priority_group": group,
-                    "probability": probability,
-                    "cost_per_hour": costs[i] if per_account else None,
-                }
-            )
         return out
 
 
@@ -349,7 +216,7 @@ def candidates_for(
     requested = frozenset(rc for g in request.groups for rc, _ in g.resources)
     if plan is None or not plan.anchors:
         return CandidateSet(
-            found=[],
+            found=Found.of([], len(plan.slots) if plan is not None else 1),
             provider_summaries={},
             capped=False,
             max_candidates=max_candidates,
@@ -360,19 +227,19 @@ def candidates_for(
     limit = request.limit
     # One more than the cap, to tell "exactly the cap" from "cut at the cap".
     want = limit if limit is not None and limit <= max_candidates else max_candidates + 1
-    found, exhausted = _collect(forest, plan, want, Budget(max_steps))
+    pairs, exhausted = _collect(forest, plan, want, Budget(max_steps))
+    found = Found.of(pairs, len(plan.slots))
     capped = len(found) > max_candidates
     if capped:
         found = found[:max_candidates]
-    touched = {p for _, assignment in found for p in assignment}
     return CandidateSet(
         found=found,
-        provider_summaries=provider_summaries(forest, touched),
+        provider_summaries=provider_summaries(forest, found.providers().tolist()),
         capped=capped,
         max_candidates=max_candidates,
         search_exhausted=exhausted,
         limit=limit,
         requested=requested,
         forest=forest,
-        builder=_Builder(forest, plan),
+        builder=Builder(forest, plan),
     )

@@ -20,7 +20,7 @@ from typing import cast
 import numpy as np
 import numpy.typing as npt
 
-from apportion.placement.shapes import Found, assignment_matrix, shape_codes
+from apportion.placement.shapes import Found, rows_of_shapes, shape_codes
 
 # What a shape's candidates give: per allocated provider, the slot holding it and
 # its (class, summed amount) list, in allocation order.
@@ -42,13 +42,11 @@ def candidate_costs(
     """
     if not prices or not found:
         return list(base)
-    assigned = assignment_matrix(found)
+    assigned = found.assigned
     first, shape_of = shape_codes(assigned)
     total = np.array(base, dtype=np.float64)
     unit = _UnitPrices(prices, providers)
-    everyone = np.arange(len(found))
-    for u in range(len(first)):
-        at = np.flatnonzero(shape_of == u) if len(first) > 1 else everyone
+    for u, at in enumerate(rows_of_shapes(shape_of, len(first))):
         for k, gives in gives_of(found[first[u]][1]):
             held = assigned[at, k]
             has = unit.priced[held]

@@ -1,4 +1,8 @@
-"""The *shape* of each candidate, for all candidates at once.
+"""The candidates as arrays, and the *shape* of each candidate, for all at once.
+
+:class:`Found` holds the candidates of one answer compactly: each one's anchoring
+root and its providers (one per slot), as two numpy arrays. Reading it as
+``(anchor, assignment)`` pairs still works, for the rare callers that want tuples.
 
 The shape of an assignment (one provider per slot) is, per slot, the first slot
 holding the same provider: a candidate with three unsuffixed slots on one NUMA node
@@ -9,25 +13,61 @@ Computed here with numpy over every candidate rather than a tuple per candidate.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
+from typing import overload
 
 import numpy as np
 import numpy.typing as npt
 
-Found = Sequence[tuple[int, tuple[int, ...]]]
+Assignment = tuple[int, ...]
+IndexArray = npt.NDArray[np.intp]
 _SECOND = itemgetter(1)
 
 
-def assignment_matrix(found: Found) -> npt.NDArray[np.intp]:
-    """The providers of every candidate, one row each (``found``: (anchor, assignment))."""
-    slots = len(found[0][1])
-    flat = chain.from_iterable(map(_SECOND, found))
-    return np.fromiter(flat, dtype=np.intp, count=len(found) * slots).reshape(len(found), slots)
+@dataclass(frozen=True, slots=True)
+class Found(Sequence[tuple[int, Assignment]]):
+    """Candidates in answer order: ``anchors[i]`` and the providers ``assigned[i]``."""
+
+    anchors: IndexArray  # shape (n,)
+    assigned: IndexArray  # shape (n, slots)
+
+    @classmethod
+    def of(cls, pairs: Sequence[tuple[int, Assignment]], slots: int) -> Found:
+        """From (anchor, assignment) pairs, each assignment ``slots`` long."""
+        anchors = np.fromiter(map(itemgetter(0), pairs), dtype=np.intp, count=len(pairs))
+        flat = chain.from_iterable(map(_SECOND, pairs))
+        assigned = np.fromiter(flat, dtype=np.intp, count=len(pairs) * slots)
+        return cls(anchors, assigned.reshape(len(pairs), slots))
+
+    def __len__(self) -> int:
+        return len(self.anchors)
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[int, Assignment]: ...
+    @overload
+    def __getitem__(self, i: slice) -> Found: ...
+    def __getitem__(self, i: int | slice) -> tuple[int, Assignment] | Found:
+        if isinstance(i, slice):
+            return Found(self.anchors[i], self.assigned[i])
+        return int(self.anchors[i]), tuple(self.assigned[i].tolist())
+
+    def __iter__(self) -> Iterator[tuple[int, Assignment]]:
+        return zip(self.anchors.tolist(), map(tuple, self.assigned.tolist()), strict=True)
+
+    def take(self, rows: Iterable[int]) -> Found:
+        """The candidates at ``rows``, in that order."""
+        at = np.fromiter(rows, dtype=np.intp)
+        return Found(self.anchors[at], self.assigned[at])
+
+    def providers(self) -> IndexArray:
+        """Every provider some candidate uses, ascending, once each."""
+        return np.unique(self.assigned)
 
 
-def shape_codes(assigned: npt.NDArray[np.intp]) -> tuple[list[int], npt.NDArray[np.intp]]:
+def shape_codes(assigned: IndexArray) -> tuple[list[int], IndexArray]:
     """(the first row of each distinct shape, each row's shape number)."""
     rows, slots = assigned.shape
     if slots == 1:  # one shape: (0,)
@@ -45,3 +85,12 @@ def shape_codes(assigned: npt.NDArray[np.intp]) -> tuple[list[int], npt.NDArray[
     else:  # 16 slots or more: rows compared whole (slower, exact)
         _, at, shape_of = np.unique(first, axis=0, return_index=True, return_inverse=True)
     return at.tolist(), shape_of.reshape(-1)
+
+
+def rows_of_shapes(shape_of: IndexArray, shapes: int) -> list[IndexArray]:
+    """The rows of each shape, ascending (one argsort rather than a scan per shape)."""
+    if shapes == 1:
+        return [np.arange(len(shape_of))]
+    order = np.argsort(shape_of, kind="stable")
+    ends = np.cumsum(np.bincount(shape_of, minlength=shapes))
+    return np.split(order, ends[:-1])
