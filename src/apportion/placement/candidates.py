@@ -31,12 +31,22 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from apportion.contracts.launch import AllocationRequest, LaunchSelectJob, ProviderSummary
 from apportion.placement.build import Builder
 from apportion.placement.model import Forest, build_forest
 from apportion.placement.pricing import candidate_costs
+from apportion.placement.product import product_candidates
 from apportion.placement.query import ParsedRequest, parse_request
-from apportion.placement.search import Assignment, Budget, Searcher, SearchExhausted, round_robin
+from apportion.placement.search import (
+    Assignment,
+    Budget,
+    Searcher,
+    SearchExhausted,
+    SearchSpec,
+    round_robin,
+)
 from apportion.placement.shapes import Found
 from apportion.placement.slots import SlotPlan, plan_slots
 from apportion.placement.summaries import provider_summaries
@@ -196,6 +206,20 @@ def _collect(
     return found, False
 
 
+def _search(forest: Forest, plan: SlotPlan, want: int, budget: Budget) -> tuple[Found, bool]:
+    """Up to ``want`` candidates, and whether the step budget ran out: computed as
+    arrays when no slot interacts with another (:mod:`product`), else searched."""
+    if not SearchSpec.of(plan).bound_count:
+        sharing = forest.mask(
+            np.fromiter(forest.sharing, dtype=np.int64, count=len(forest.sharing))
+        )
+        found = product_candidates(plan, want, budget, sharing)
+        if found is not None:
+            return found, False
+    pairs, exhausted = _collect(forest, plan, want, budget)
+    return Found.of(pairs, len(plan.slots)), exhausted
+
+
 def find_candidates(job: LaunchSelectJob, ctx: Context) -> CandidateSet:
     """Every allocation candidate of ``job`` (up to ``limit`` and the global cap).
 
@@ -227,8 +251,7 @@ def candidates_for(
     limit = request.limit
     # One more than the cap, to tell "exactly the cap" from "cut at the cap".
     want = limit if limit is not None and limit <= max_candidates else max_candidates + 1
-    pairs, exhausted = _collect(forest, plan, want, Budget(max_steps))
-    found = Found.of(pairs, len(plan.slots))
+    found, exhausted = _search(forest, plan, want, Budget(max_steps))
     capped = len(found) > max_candidates
     if capped:
         found = found[:max_candidates]
