@@ -31,8 +31,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from apportion.contracts.launch import AllocationRequest, LaunchSelectJob, ProviderSummary
 from apportion.placement.build import Builder
 from apportion.placement.model import Forest, build_forest
@@ -208,14 +206,10 @@ def _collect(
 
 def _search(forest: Forest, plan: SlotPlan, want: int, budget: Budget) -> tuple[Found, bool]:
     """Up to ``want`` candidates, and whether the step budget ran out: computed as
-    arrays when no slot interacts with another (:mod:`product`), else searched."""
-    if not SearchSpec.of(plan).bound_count:
-        sharing = forest.mask(
-            np.fromiter(forest.sharing, dtype=np.int64, count=len(forest.sharing))
-        )
-        found = product_candidates(plan, want, budget, sharing)
-        if found is not None:
-            return found, False
+    arrays where that is exact (:mod:`product`), else searched."""
+    found = product_candidates(forest, plan, SearchSpec.of(plan), want, budget)
+    if found is not None:
+        return found, False
     pairs, exhausted = _collect(forest, plan, want, budget)
     return Found.of(pairs, len(plan.slots)), exhausted
 
