@@ -204,7 +204,8 @@ def _same_subtree(forest: Forest, chosen: list[IntArray]) -> BoolArray:
     for other in chosen[1:]:
         top = _lowest_common(top, other, parents, depths, forest.roots_array)
     ok: BoolArray = top >= 0
-    return ok & np.logical_or.reduce([c == top for c in chosen])
+    among: BoolArray = np.logical_or.reduce([c == top for c in chosen])
+    return ok & among
 
 
 def _lowest_common(
