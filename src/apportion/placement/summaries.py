@@ -4,52 +4,96 @@ As in Placement, a tree is included whole (providers without inventory get
 ``resources {}``), sharing providers' trees included; each summary lists every
 resource class of the provider (not only requested ones) with capacity and used,
 its traits (sorted), parent and root.
+
+Equal summaries are common (a rack of equal hosts). The result is written once and
+never changed, so equal resource maps and trait lists are one object each; which
+providers have equal resource maps is found with numpy over whole columns (the
+classes in the provider's own order, then each class's capacity and used), so only
+one map per distinct value is built in Python.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from itertools import count
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from apportion.contracts.launch import ProviderSummary, ResourceSummary
 from apportion.placement.model import Forest
 
+IntArray = npt.NDArray[np.int64]
+ObjectArray = npt.NDArray[np.object_]
 
-def provider_summaries(forest: Forest, providers: Iterable[int]) -> dict[str, ProviderSummary]:
-    """Summaries of the trees of ``providers``, in job order."""
-    roots = {forest.roots[p] for p in providers}
-    members = sorted(m for r in roots for m in forest.tree_members[r])
-    # Python lists once per class: indexing numpy scalars one by one is slow.
-    columns = {
-        rc: (inv.row, inv.capacity.tolist(), inv.used.tolist())
-        for rc, inv in forest.inventories.items()
-    }
-    # Equal summaries are common (a rack of equal hosts). The result is written once
-    # and never changed, so equal resource maps and trait lists are one object each.
-    shared: dict[tuple[tuple[str, int, int], ...], dict[str, ResourceSummary]] = {}
-    trait_lists: dict[frozenset[str], list[str]] = {}
-    uuids, parents, roots_of, traits = forest.uuids, forest.parents, forest.roots, forest.traits
-    providers_ = forest.providers
-    out: dict[str, ProviderSummary] = {}
-    for p in members:
-        key = []
-        for rc in providers_[p]["inventories"]:
-            row, capacity, used = columns[rc]
-            r = row[p]
-            key.append((rc, capacity[r], used[r]))
-        signature = tuple(key)
-        resources = shared.get(signature)
-        if resources is None:
-            resources = shared[signature] = {
-                rc: {"capacity": capacity, "used": used} for rc, capacity, used in signature
-            }
-        labels = trait_lists.get(traits[p])
-        if labels is None:
-            labels = trait_lists[traits[p]] = sorted(traits[p])
-        parent = parents[p]
-        out[uuids[p]] = {
+
+def provider_summaries(forest: Forest, providers: IntArray) -> dict[str, ProviderSummary]:
+    """Summaries of the trees of ``providers`` (indices), in job order."""
+    if not len(providers):
+        return {}
+    trees = np.unique(forest.roots_array[providers])
+    members: list[int] = np.flatnonzero(np.isin(forest.roots_array, trees)).tolist()
+    at = np.array(members, dtype=np.int64)
+    traits = list(map(forest.traits.__getitem__, members))
+    trait_lists = {t: sorted(t) for t in set(traits)}
+    # A parent of -1 (a root's) takes the last item: None.
+    names: ObjectArray = np.array([*forest.uuids, None], dtype=object)
+    parents = names[np.array(forest.parents, dtype=np.int64)[at]].tolist()
+    return {
+        name: {
             "resources": resources,
-            "traits": labels,
-            "parent_provider_uuid": uuids[parent] if parent >= 0 else None,
-            "root_provider_uuid": uuids[roots_of[p]],
+            "traits": trait_lists[t],
+            "parent_provider_uuid": parent,
+            "root_provider_uuid": root,
         }
+        for name, resources, t, parent, root in zip(
+            names[at].tolist(),
+            _resources(forest, members, at),
+            traits,
+            parents,
+            names[forest.roots_array[at]].tolist(),
+            strict=True,
+        )
+    }
+
+
+def _resources(
+    forest: Forest, members: list[int], at: IntArray
+) -> list[dict[str, ResourceSummary]]:
+    """Each member's resources map; equal maps are one object."""
+    inventories = map(itemgetter("inventories"), map(forest.providers.__getitem__, members))
+    # Which classes, in which order (the keys of the provider's inventories): numbered
+    # by the first member that has that order.
+    orders: dict[tuple[str, ...], int] = {}
+    order = list(map(orders.setdefault, map(tuple, inventories), count()))
+    code = np.array(order, dtype=np.int64)
+    for inv in forest.inventories.values():
+        dense = np.full(forest.size, -1, dtype=np.int64)
+        dense[inv.providers] = np.arange(len(inv.providers))
+        rows = dense[at]
+        has = rows >= 0
+        rows = np.where(has, rows, 0)
+        code = _joined(code, np.where(has, inv.capacity[rows], -1))
+        code = _joined(code, np.where(has, inv.used[rows], -1))
+    _, first, group = np.unique(code, return_index=True, return_inverse=True)
+    shared = [_resource_map(forest, members[i]) for i in first.tolist()]
+    return [shared[g] for g in group.reshape(-1).tolist()]
+
+
+def _joined(code: IntArray, values: IntArray) -> IntArray:
+    """One small number per distinct (code, value) pair (small: products stay in int64)."""
+    _, value = np.unique(values, return_inverse=True)
+    pair = code * (int(value.max()) + 1) + value.reshape(-1)
+    _, joined = np.unique(pair, return_inverse=True)
+    out: IntArray = joined.reshape(-1)
+    return out
+
+
+def _resource_map(forest: Forest, p: int) -> dict[str, ResourceSummary]:
+    out: dict[str, Any] = {}
+    for rc in forest.providers[p]["inventories"]:
+        inv = forest.inventories[rc]
+        r = inv.row[p]
+        out[rc] = {"capacity": int(inv.capacity[r]), "used": int(inv.used[r])}
     return out
