@@ -18,7 +18,8 @@ The result is exactly what the plain search gives (tests/unit/placement/
 test_product_fast_path.py). Where the search would do what this does not model, this
 declines (returns None) and the search runs: a candidate made only of sharing
 providers (it may come from two anchors and be de-duplicated), a step budget the
-search might run out of, or more rows than :data:`MAX_ROWS`.
+search might run out of, or more rows than :func:`max_rows` (where the search,
+stopping at ``want`` candidates, may prune most of them).
 """
 
 from __future__ import annotations
@@ -38,6 +39,12 @@ IntArray = npt.NDArray[np.int64]
 # The search prunes where rows are all enumerated here: past this many rows of bound
 # choices (memory, and work the search would not do) the search runs instead.
 MAX_ROWS = 1 << 18
+
+
+def max_rows(want: int) -> int:
+    """How many rows of bound choices are enumerated for ``want`` candidates at most:
+    a small ``limit`` is answered by a search that stops early."""
+    return min(MAX_ROWS, 64 * want + 4096)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +86,10 @@ def _answer(
     counts, bound = choices.counts.astype(np.float64), spec.bound_count
     if _steps(counts[:bound]) > budget.left:
         return None
-    if np.prod(counts[:bound], axis=0).sum() > MAX_ROWS or np.prod(counts, axis=0).max() >= 2**62:
+    if (
+        np.prod(counts[:bound], axis=0).sum() > max_rows(want)
+        or np.prod(counts, axis=0).max() >= 2**62
+    ):
         return None
     owner, columns = _bound_rows(choices, bound)
     valid = _valid(forest, plan, spec, columns, len(owner))
