@@ -30,7 +30,7 @@ from tests.conftest import load_example, own_redis_server
 from tests.integration.conftest import worker_env
 from tests.support.processes import REPO, RedisServer, Worker, free_port, wait_until
 
-pytestmark = [pytest.mark.redis, pytest.mark.worker]
+pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.serial]
 
 USER, PASSWORD = "operator", "s3cret-pass"
 

@@ -4,6 +4,7 @@ examples/<name>.envelope.json back (Flower's API: tests/integration/test_flower.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -30,16 +31,23 @@ def _node() -> str:
         if REQUIRE_REDIS:  # CI: the interop checks must run, never skip
             pytest.fail("node is not installed; CI must run the Node.js producer test")
         pytest.skip("node is not installed")
-    if not (NODE_PRODUCER / "node_modules" / "redis").exists():
-        npm = shutil.which("npm")
-        assert npm, "npm is needed to install the producer's redis client"
-        subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund"],
-            cwd=NODE_PRODUCER,
-            check=True,
-            capture_output=True,
-            timeout=300,
-        )
+    # The suite runs in several processes (scripts/test): one installs the producer's
+    # client while the others wait, since `npm ci` first deletes node_modules.
+    folder = os.open(NODE_PRODUCER, os.O_RDONLY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        if not (NODE_PRODUCER / "node_modules" / "redis").exists():
+            npm = shutil.which("npm")
+            assert npm, "npm is needed to install the producer's redis client"
+            subprocess.run(
+                [npm, "ci", "--no-audit", "--no-fund"],
+                cwd=NODE_PRODUCER,
+                check=True,
+                capture_output=True,
+                timeout=300,
+            )
+    finally:
+        os.close(folder)  # and with it the lock
     return node
 
 

@@ -27,7 +27,7 @@ from tests.conftest import EXAMPLES, REQUIRE_REDIS, load_example
 from tests.support.processes import RedisServer, Worker, free_port, wait_until
 from tests.support.studio import many_accounts_job
 
-pytestmark = [pytest.mark.redis, pytest.mark.browser]
+pytestmark = [pytest.mark.redis, pytest.mark.browser, pytest.mark.serial]
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOT = REPO / "docs" / "img" / "studio.png"

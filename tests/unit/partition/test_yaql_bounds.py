@@ -18,6 +18,9 @@ from apportion.limits import Limits
 
 from .support import disks, in_vg, lv, partition, payload
 
+# Each bomb must stop within its deadline: measured alone, not beside the rest of the suite.
+pytestmark = pytest.mark.serial
+
 LIMITS = Limits(yaql_timeout_seconds=1.0)
 HARDWARE = {"ram": 2048, "disks": [{"id": "sda", "size": 100, "type": "hdd"}]}
 
