@@ -16,7 +16,7 @@ products; the guest's sees the host-derived pools).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
@@ -46,10 +46,8 @@ from apportion.attach.inputs import (
 from apportion.attach.needs import Needs, needs_of, products_to_cover
 from apportion.attach.offers import GroupKey, PoolOffers, read_offers
 from apportion.attach.pools import (
+    PoolCheck,
     PoolView,
-    currently_available,
-    drop_reason,
-    increment,
     view_pool,
 )
 from apportion.attach.priority import PROFILES, RuleProfile, Scorer
@@ -121,58 +119,69 @@ def _members(
     consumer, profile = inp.consumer, inp.profile
     attached_ids = frozenset(e.view.id for e in inp.entitlements if e.active(inp.at))
     partial = {("stack", sid) for sid in inp.compliance.partial_stacks}
+    check = PoolCheck(
+        consumer,
+        at=inp.at,
+        host_uuid=inp.host_uuid,
+        attached_pool_ids=attached_ids,
+        below_multiplier=profile.drops_pools_below_instance_multiplier,
+    ).check
     dropped: list[dict[str, str]] = []
     valid: list[tuple[PoolView, int, int]] = []
     still: set[GroupKey] = set()
-    for position, item in enumerate(inp.pools):
-        if not offers.given[position]:
-            continue
+    pools, keys, offered = inp.pools, offers.keys, offers.offers
+    for position in [i for i, given in enumerate(offers.given) if given]:
+        item = pools[position]
         view = item if isinstance(item, PoolView) else view_pool(item, position)
-        available = currently_available(view, consumer)
-        drop = drop_reason(
-            view,
-            consumer,
-            at=inp.at,
-            host_uuid=inp.host_uuid,
-            attached_pool_ids=attached_ids,
-            available=available,
-            below_multiplier=profile.drops_pools_below_instance_multiplier,
-        )
+        available, drop = check(view)
         if drop is not None:
             dropped.append({"pool": view.id, "filter": drop.filter, "detail": drop.detail})
             continue
         valid.append((view, available, position))
-        key = offers.keys[position]
-        if offers.offers[position] or key in partial:
+        key = keys[position]
+        if offered[position] or key in partial:
             still.add(key)
+    member = _member_maker(offers, scorer, ctx)
     members = [
-        _member(view, available, position, offers, scorer, ctx)
+        member(view, available, position)
         for view, available, position in valid
-        if offers.keys[position] in still
+        if keys[position] in still
     ]
     return members, dropped, still
 
 
-def _member(
-    view: PoolView,
-    available: int,
-    position: int,
-    offers: PoolOffers,
-    scorer: Scorer,
-    ctx: CoverageContext,
-) -> Member:
-    consumer = ctx.consumer
-    sizes = view.sizes_for(consumer.is_guest)
-    step = 1 if consumer.is_guest else increment(view, consumer)
-    return Member(
-        view,
-        ctx.unit(view, sizes),
-        available,
-        step,
-        scorer.score(view, sizes),
-        offers.offers[position],
-        offers.protects[position],
-    )
+# Built for every pool kept; tuple.__new__ skips NamedTuple's keyword-argument call.
+_new_member = tuple.__new__
+
+
+def _member_maker(
+    offers: PoolOffers, scorer: Scorer, ctx: CoverageContext
+) -> Callable[[PoolView, int, int], Member]:
+    """A pool's :class:`Member` (its coverage unit, step and score) in this run, with the
+    consumer's values read once: hundreds of pools a job become members."""
+    guest = ctx.consumer.is_guest
+    offered, protects = offers.offers, offers.protects
+    score, unit = scorer.score, ctx.unit
+
+    def member(view: PoolView, available: int, position: int) -> Member:
+        sizes = view.sizes_for(guest)
+        multiplier = view.instance_multiplier
+        # pools.increment: a physical consumer steps by the pool's instance_multiplier.
+        step = 1 if guest or multiplier is None else max(multiplier, 1)
+        return _new_member(
+            Member,
+            (
+                view,
+                unit(view, sizes),
+                available,
+                step,
+                score(view, sizes),
+                offered[position],
+                protects[position],
+            ),
+        )
+
+    return member
 
 
 def _work(groups: Sequence[GroupWork], partial: set[str]) -> list[GroupWork]:

@@ -29,6 +29,7 @@ from apportion.attach.pools import PoolView, split_values_cached
 from apportion.contracts.attach import Pool
 
 GroupKey = tuple[str, str]  # ("stack", stacking_id) or ("pool", pool id)
+_Reading = tuple[frozenset[str], str | None, str | None, str | None, str | None]
 _NOTHING: frozenset[str] = frozenset()
 _NO_OFFERS: frozenset[Offer] = frozenset()
 
@@ -69,9 +70,9 @@ class _Reader:
         ] = {}
         # (products found, roles found, addons found) → (offers, protects).
         self._sets: dict[tuple[frozenset[str], ...], tuple[frozenset[Offer], frozenset[Offer]]] = {}
-        # Lookups that skip a method call when the answer is known (every pool asks).
-        self.known_purpose = self._purpose.get
-        self.known_sets = self._sets.get
+        # (products found, roles and addons as read, the product's roles and addons) →
+        # (offers, protects, given for what it offers): the answer for a pool not yet read.
+        self._readings: dict[_Reading, tuple[frozenset[Offer], frozenset[Offer], bool]] = {}
 
     def purpose(self, raw: tuple[str | None, ...]) -> tuple[frozenset[str], frozenset[str], bool]:
         found = self._purpose.get(raw)
@@ -99,39 +100,65 @@ class _Reader:
         roles, addons, server = self.purpose(raw)
         return (key, *self.offer_sets(products, roles, addons), bool(products) or server)
 
-    def pool(self, item: Pool) -> tuple[GroupKey, frozenset[Offer], frozenset[Offer], bool]:
-        """:meth:`view` for a pool not yet read: every pool of a job passes here once, so
-        it reads the model's fields directly and reuses earlier pools' offer sets."""
-        attrs = item.product_attributes
-        stacking = attrs.get("stacking_id")
-        key: GroupKey = ("stack", stacking) if stacking is not None else ("pool", item.id)
-        wanted = self.products
-        if self.consider_derived and item.derived_product_id is not None:
-            products = wanted.intersection(
-                (item.derived_product_id, *item.derived_provided_products)
-            )
-        elif wanted.isdisjoint(item.provided_products):
-            products = self.single.get(item.product_id, _NOTHING)
-        else:
-            products = wanted.intersection(item.provided_products)
-            if item.product_id in wanted:
-                products = products.union((item.product_id,))
+    def read(
+        self, pools: Sequence[Pool | PoolView], out: PoolOffers, partial: set[GroupKey]
+    ) -> set[GroupKey]:
+        """Every pool's offers into ``out``; the groups with a pool offering something
+        needed. Every pool of a job passes here once, so a pool not yet read is read
+        from the model's fields directly, reusing earlier pools' answers."""
+        keys, offers_of, protects_of, given_of = out.keys, out.offers, out.protects, out.given
+        needing: set[GroupKey] = set()
+        wanted, single, server = self.products, self.single, self.server
+        known, derived, purpose = self._readings.get, self.consider_derived, self.syspurpose
+        for item in pools:
+            if isinstance(item, PoolView):
+                key, offers, protects, given = self.view(item)
+            else:
+                attrs = item.product_attributes
+                stacking = attrs.get("stacking_id")
+                key = ("stack", stacking) if stacking is not None else ("pool", item.id)
+                if derived and item.derived_product_id is not None:
+                    products = wanted.intersection(
+                        (item.derived_product_id, *item.derived_provided_products)
+                    )
+                elif wanted.isdisjoint(item.provided_products):
+                    products = single.get(item.product_id, _NOTHING)
+                else:
+                    products = wanted.intersection(item.provided_products)
+                    if item.product_id in wanted:
+                        products = products.union((item.product_id,))
+                if purpose:
+                    roles, addons, own = attrs.get("roles"), attrs.get("addons"), item.attributes
+                    reading = (
+                        products,
+                        roles if roles is not None and roles != "0" else own.get("roles"),
+                        addons if addons is not None and addons != "0" else own.get("addons"),
+                        roles,
+                        addons,
+                    )
+                else:
+                    reading = (products, None, None, None, None)
+                offers, protects, given = known(reading) or self.answer(reading)
+            keys.append(key)
+            offers_of.append(offers)
+            protects_of.append(protects)
+            given_of.append(given or key in partial)
+            if offers and (given or not server):
+                needing.add(key)
+        return needing
+
+    def answer(self, reading: _Reading) -> tuple[frozenset[Offer], frozenset[Offer], bool]:
+        """(offers, protects, given for what it offers) of a pool read as ``reading``:
+        (products found, roles and addons as read, the product's roles and addons)."""
+        products = reading[0]
         if not self.syspurpose:
-            if not products:
-                return key, _NO_OFFERS, _NO_OFFERS, False
-            signature = (products, _NOTHING, _NOTHING)
-            return (key, *(self.known_sets(signature) or self.offer_sets(*signature)), True)
-        roles, addons, own = attrs.get("roles"), attrs.get("addons"), item.attributes
-        raw = (
-            roles if roles is not None and roles != "0" else own.get("roles"),
-            addons if addons is not None and addons != "0" else own.get("addons"),
-            roles,
-            addons,
-        )
-        found_roles, found_addons, matched = self.known_purpose(raw) or self.purpose(raw)
-        signature = (products, found_roles, found_addons)
-        offers, protects = self.known_sets(signature) or self.offer_sets(*signature)
-        return key, offers, protects, bool(products) or matched
+            offers, protects = self.offer_sets(products, _NOTHING, _NOTHING)
+            found = self._readings[reading] = (offers, protects, bool(products))
+            return found
+        roles, addons, matched = self.purpose(reading[1:])
+        offers, protects = self.offer_sets(products, roles, addons)
+        found = self._readings[reading] = (offers, protects, bool(products) or matched)
+        return found
 
     def offer_sets(
         self, products: frozenset[str], roles: frozenset[str], addons: frozenset[str]
@@ -164,20 +191,8 @@ def read_offers(
     """Read every pool's offers and decide which pools and groups the rules see."""
     reader = _Reader(needs, consider_derived, server)
     out = PoolOffers()
-    keys, offers_of, protects_of, given_of = out.keys, out.offers, out.protects, out.given
     partial = {("stack", sid) for sid in partial_stacks}
-    needing: set[GroupKey] = set()
-    for item in pools:
-        if isinstance(item, PoolView):
-            key, offers, protects, given = reader.view(item)
-        else:
-            key, offers, protects, given = reader.pool(item)
-        keys.append(key)
-        offers_of.append(offers)
-        protects_of.append(protects)
-        given_of.append(given or key in partial)
-        if offers and (given or not server):
-            needing.add(key)
+    needing = reader.read(pools, out, partial)
     return _decide(out, pools, needing, partial, server)
 
 

@@ -148,6 +148,7 @@ class Scorer:
         "_hundred_fifty",
         "_needs",
         "_purpose",
+        "_purposes",
         "_sizing",
         "_sizing_plan",
         "_table",
@@ -204,6 +205,8 @@ class Scorer:
         # Per syspurpose category scored (roles, addons, support_level, usage and in 5.44
         # support_type): the attribute as written → scaled points.
         self._purpose: tuple[dict[str | None, int], ...] = tuple({} for _ in profile.weights[1:])
+        # The same points summed, per combination of the five attributes as written.
+        self._purposes: dict[tuple[str | None, ...], int] = {}
         self._sizing_plan = tuple((a, self._needs[a] > 0) for a in self._sizing)
         self._hundred = 100 * scale
         self._hundred_fifty = 150 * scale
@@ -234,6 +237,18 @@ class Scorer:
         self._purpose[index - 1][raw] = total
         return total
 
+    def _purpose_points(self, purpose: tuple[str | None, ...]) -> int:
+        """The scaled points of the syspurpose categories scored, for a pool whose
+        attributes are written ``purpose`` (see :attr:`PoolView.purpose`)."""
+        total = 0
+        index = 1
+        for known, raw in zip(self._purpose, purpose, strict=False):
+            points = known.get(raw)
+            total += points if points is not None else self._category_points(index, raw)
+            index += 1
+        self._purposes[purpose] = total
+        return total
+
     def score(self, view: PoolView, sizes: Mapping[str, int] | None = None) -> int:
         if sizes is None:
             sizes = view.sizes_for(self._guest)
@@ -249,13 +264,10 @@ class Scorer:
             # |specified − products|, counted without copying the (possibly thousands of)
             # specified products: the intersection walks the pool's few products.
             total += mismatch * (len(specified) - len(specified.intersection(products)))
-        # The syspurpose values of pools are drawn from a few distinct strings, so each
-        # category's points are computed once per string as written.
-        index = 1
-        for known, raw in zip(self._purpose, view.purpose, strict=False):
-            points = known.get(raw)
-            total += points if points is not None else self._category_points(index, raw)
-            index += 1
+        # The syspurpose values of pools are drawn from a few distinct strings (and their
+        # combinations recur): the points are computed once per combination as written.
+        points = self._purposes.get(view.purpose)
+        total += points if points is not None else self._purpose_points(view.purpose)
         if view.virt_only:
             total += self._hundred
         if view.requires_host is not None:
