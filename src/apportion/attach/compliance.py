@@ -52,6 +52,7 @@ class CoverageContext:
     __slots__ = (
         "_arch",
         "_no_sizes",
+        "_present",
         "additive",
         "attributes",
         "consumer",
@@ -72,6 +73,9 @@ class CoverageContext:
         self._arch: dict[str | None, bool] = {}
         self.index = {a: k for k, a in enumerate(self.additive)}
         self._no_sizes: tuple[int | None, ...] = (None,) * len(self.additive)
+        # The sizes of pools take a few distinct values: their CoverageUnit.present, per
+        # sizes as read.
+        self._present: dict[tuple[int | None, ...], tuple[tuple[int, int], ...]] = {}
         # The coverage checks in the reference's order: (attribute, kind, additive index),
         # kind 0 = additive size, 1 = arch, 2 = guest_limit.
         self.plan = tuple(
@@ -93,7 +97,10 @@ class CoverageContext:
             self._arch[arch] = ok
         if sizes:
             values = tuple(map(sizes.get, self.additive))
-            present = tuple([(k, v) for k, v in enumerate(values) if v is not None])
+            present = self._present.get(values)
+            if present is None:
+                present = tuple([(k, v) for k, v in enumerate(values) if v is not None])
+                self._present[values] = present
             limit = sizes.get("guest_limit")
         else:
             values, present, limit = self._no_sizes, (), None

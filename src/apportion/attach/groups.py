@@ -34,7 +34,6 @@ from apportion.attach.compliance import (
     CoverageUnit,
     Tally,
     combine_limits,
-    effective_quantity,
     entitlement_failures,
 )
 from apportion.attach.needs import Offer
@@ -190,6 +189,11 @@ class GroupWork:
         """What the group's current pools offer (cached once the steps are done)."""
         if self._offers is not None:
             return self._offers
+        if len(self.members) == 1:  # most groups: a single pool's offers as they are
+            only = self.members[0].offers
+            if self.status != "considered":
+                self._offers = only
+            return only
         out: set[Offer] = set()
         for m in self.members:
             out |= m.offers
@@ -218,17 +222,19 @@ class GroupWork:
     # ---- the steps ---------------------------------------------------------------------
 
     def validate(self) -> bool:
-        self.initial = [m.view.id for m in self.members]
         if not self.stackable:
             m = self.members[0]
+            self.initial = [m.view.id]
             unit = m.unit
             limit = self._limit(self.members)
             tally = Tally(self.ctx)
-            tally.add(unit, effective_quantity(unit.view, m.available))
+            # compliance.effective_quantity of a pool that is not stacked.
+            tally.add(unit, 1 if m.available > 1 else m.available)
             if tally.covers(limit):
                 return True
             self.failures = tally.failures(limit)
             return False
+        self.initial = [m.view.id for m in self.members]
         tally = self._tally(self.members)
         limit = self._limit(self.members)
         if tally.covers(limit):

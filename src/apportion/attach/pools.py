@@ -283,7 +283,11 @@ def view_pool(pool: Pool, index: int) -> PoolView:
     derived: tuple[str, ...] | None = None
     if pool.derived_product_id is not None:
         derived = (pool.derived_product_id, *pool.derived_provided_products)
-    sizes = {name: int(product_first[name]) for name in _SIZE_NAMES.intersection(product_first)}
+    # A loop rather than a comprehension: most pools carry one size or none, and a
+    # comprehension costs a call of its own.
+    sizes: dict[str, int] = {}
+    for name in _SIZE_NAMES.intersection(product_first):
+        sizes[name] = int(product_first[name])
     stacking = pool.product_attributes.get("stacking_id")
     multi = get_prod("multi-entitlement")
     # Both merged readings have the same keys, so one check covers either.
@@ -374,15 +378,14 @@ _CHECKED = frozenset((*_NUMERIC, "virt_limit"))
 
 
 def _clean_numbers(attrs: Mapping[str, str | None]) -> bool:
-    for name in attrs.keys() & _CHECKED:
-        raw = attrs[name]
-        if raw is None or (raw.isascii() and raw.isdigit()):
-            continue
-        if name == "virt_limit":
-            if raw.strip().lower() != UNLIMITED:
+    # One pass over the few items (no set built for the names checked).
+    for name, raw in attrs.items():
+        if name in _CHECKED and not (raw is None or (raw.isascii() and raw.isdigit())):
+            if name == "virt_limit":
+                if raw.strip().lower() != UNLIMITED:
+                    return False
+            elif not (_NUMERIC[name] and raw == "-1"):
                 return False
-        elif not (_NUMERIC[name] and raw == "-1"):
-            return False
     return True
 
 
