@@ -346,7 +346,10 @@ class GroupWork:
         Integer true division is correctly rounded, so this is exactly the float of the
         exact mean (the scaled sum over the number of pools times the scale).
         """
-        return sum(m.priority for m in self.members) / (len(self.members) * self.scale)
+        members = self.members
+        if len(members) == 1:  # most groups: no generator for one pool
+            return members[0].priority / self.scale
+        return sum(m.priority for m in members) / (len(members) * self.scale)
 
     def priority_of(self, member: Member) -> float:
         """A pool's priority as the nearest float (see :meth:`average_priority`)."""

@@ -93,10 +93,16 @@ class Candidate:
         members = group.members
         self.group = group
         self.position = position
-        self.hs = sum(1 for m in members if m.view.requires_host is not None)
-        self.vo = sum(1 for m in members if m.view.virt_only)
-        # The average priority is total / count (scaled); compared by cross-multiplying.
-        self.total = sum(m.priority for m in members)
+        if len(members) == 1:  # most groups: no generators for one pool
+            view = members[0].view
+            self.hs = 0 if view.requires_host is None else 1
+            self.vo = 1 if view.virt_only else 0
+            self.total = members[0].priority
+        else:
+            self.hs = sum(1 for m in members if m.view.requires_host is not None)
+            self.vo = sum(1 for m in members if m.view.virt_only)
+            # The average priority is total / count (scaled); compared by cross-multiplying.
+            self.total = sum(m.priority for m in members)
         self.count = len(members)
         self.stacked = group.stackable
         self.unstacked = 0 if group.stackable else 1

@@ -1,0 +1,162 @@
+"""The engine's fast paths give what their plain formulations give (hypothesis).
+
+Each fast path reads a pool once with the run's values bound, or remembers an answer
+per distinct value; the plain formulation reads every pool on its own.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from apportion.attach.autoattach import AttachInput, _needs
+from apportion.attach.inputs import read_compliance, read_consumer, read_entitlements
+from apportion.attach.offers import read_offers
+from apportion.attach.pools import PoolCheck, currently_available, drop_reason, view_pool
+from apportion.attach.priority import PROFILES, Scorer
+from apportion.attach.values import ProblemLog
+from apportion.contracts.attach import AutoAttachJob
+from tests.unit.attach.support import NOW
+from tests.unit.attach.test_invariants import jobs
+
+SETTINGS = settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+)
+_RARE_VALUES = {
+    "requires_consumer_type": ["system", "person", "hypervisor"],
+    "requires_consumer": ["c", "other"],
+    "physical_only": ["true", "false"],
+    "unmapped_guests_only": ["true"],
+    "roles": ["Server", "0", "other"],
+    "addons": ["EUS", "0"],
+}
+
+
+@st.composite
+def varied_jobs(draw: st.DrawFn) -> dict[str, Any]:
+    """tests.unit.attach.test_invariants.jobs with what it leaves out: consumer types,
+    the rarely set attributes, syspurpose on the pool's own attributes or "0", derived
+    products."""
+    payload = draw(jobs())
+    payload["consumer"]["type"] = draw(st.sampled_from(["system", "person", "hypervisor"]))
+    for pool in payload["pools"]:
+        for name, values in _RARE_VALUES.items():
+            for target in ("attributes", "product_attributes"):
+                if draw(st.integers(0, 3)) == 0:
+                    pool[target][name] = draw(st.sampled_from(values))
+        if draw(st.integers(0, 4)) == 0:
+            pool["derived_product_id"] = draw(st.sampled_from(["p0", "p3", "sku-d"]))
+            pool["derived_provided_products"] = draw(
+                st.lists(st.sampled_from(["p1", "p2", "p4"]), max_size=2, unique=True)
+            )
+    return payload
+
+
+def _attach_input(payload: dict[str, Any]) -> AttachInput:
+    job = AutoAttachJob.model_validate(payload)
+    log = ProblemLog.new()
+    consumer = read_consumer(job.consumer, "consumer", log)
+    entitlements = read_entitlements(job.entitlements, "entitlements", log)
+    compliance = read_compliance(job.compliance, consumer, entitlements, NOW, "compliance", log)
+    assert not log
+    return AttachInput(
+        consumer=consumer,
+        pools=job.pools,
+        products=job.products,
+        compliance=compliance,
+        entitlements=entitlements,
+        at=NOW,
+        profile=PROFILES[job.rules],
+        host_uuid=job.host_uuid,
+    )
+
+
+@SETTINGS
+@given(
+    varied_jobs(),
+    st.sampled_from([NOW, datetime.fromisoformat("2026-06-15T00:00:00+00:00")]),
+    st.booleans(),
+    st.data(),
+)
+def test_a_pool_check_gives_the_availability_and_the_filter_of_the_plain_functions(
+    payload: dict[str, Any], at: datetime, below_multiplier: bool, data: st.DataObject
+) -> None:
+    inp = _attach_input(payload)
+    views = [view_pool(pool, i) for i, pool in enumerate(inp.pools)]
+    attached = frozenset(data.draw(st.lists(st.sampled_from([v.id for v in views]))))
+    check = PoolCheck(
+        inp.consumer,
+        at=at,
+        host_uuid=inp.host_uuid,
+        attached_pool_ids=attached,
+        below_multiplier=below_multiplier,
+    )
+    for view in views:
+        available = currently_available(view, inp.consumer)
+        plain = drop_reason(
+            view,
+            inp.consumer,
+            at=at,
+            host_uuid=inp.host_uuid,
+            attached_pool_ids=attached,
+            available=available,
+            below_multiplier=below_multiplier,
+        )
+        assert check.check(view) == (available, plain)
+
+
+# The product's role "0" (unset): the pool's own role is read, in both paths.
+_ZERO_ROLE = {
+    "consumer": {"uuid": "c", "installed_products": ["p0"], "role": "Server"},
+    "pools": [
+        {
+            "id": "a",
+            "product_id": "sku-a",
+            "quantity": 5,
+            "attributes": {"roles": "Server"},
+            "product_attributes": {"roles": "0"},
+            "provided_products": ["p1"],
+        }
+    ],
+    "rules": "candlepin-5.42",
+}
+
+
+@SETTINGS
+@given(varied_jobs(), st.booleans())
+@example(_ZERO_ROLE, False)
+def test_offers_read_from_the_pools_equal_offers_read_from_their_views(
+    payload: dict[str, Any], consider_derived: bool
+) -> None:
+    inp = _attach_input(payload)
+    needs = _needs(inp)
+    partial = inp.compliance.partial_stacks
+    server = inp.profile.reads_like_the_server
+    views = [view_pool(pool, i) for i, pool in enumerate(inp.pools)]
+    from_pools = read_offers(inp.pools, needs, partial, consider_derived, server)
+    from_views = read_offers(views, needs, partial, consider_derived, server)
+    assert from_pools == from_views
+
+
+@SETTINGS
+@given(varied_jobs(), st.randoms(use_true_random=False))
+def test_a_pool_scores_the_same_whatever_the_pools_scored_before_it(
+    payload: dict[str, Any], rng: Any
+) -> None:
+    inp = _attach_input(payload)
+    wants = _needs(inp).wants
+    views = [view_pool(pool, i) for i, pool in enumerate(inp.pools)]
+    alone = [Scorer(inp.consumer, wants, inp.profile).score(v) for v in views]
+    shared = Scorer(inp.consumer, wants, inp.profile)
+    order = list(range(len(views)))
+    rng.shuffle(order)
+    together = dict.fromkeys(order, 0)
+    for i in order:
+        together[i] = shared.score(views[i])
+    assert [together[i] for i in range(len(views))] == alone
