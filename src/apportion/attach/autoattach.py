@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
+from itertools import compress, count
 from typing import TYPE_CHECKING, Any
 
 from apportion.attach.compliance import (
@@ -130,7 +131,7 @@ def _members(
     valid: list[tuple[PoolView, int, int]] = []
     still: set[GroupKey] = set()
     pools, keys, offered = inp.pools, offers.keys, offers.offers
-    for position in [i for i, given in enumerate(offers.given) if given]:
+    for position in compress(count(), offers.given):
         item = pools[position]
         view = item if isinstance(item, PoolView) else view_pool(item, position)
         available, drop = check(view)

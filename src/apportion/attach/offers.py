@@ -204,12 +204,13 @@ def _decide(
     server: bool,
 ) -> PoolOffers:
     seen = dict.fromkeys(out.keys)
-    out.considered = needing | (partial & seen.keys())
-    out.not_needed = [key for key in seen if key not in out.considered]
+    considered = out.considered = needing | (partial & seen.keys())
+    out.not_needed = [key for key in seen if key not in considered]
     if not server:
-        out.given = [key in out.considered for key in out.keys]
+        out.given = [key in considered for key in out.keys]
         return out
-    for position, key in enumerate(out.keys):
-        if key in out.considered and not out.given[position] and key[0] == "stack":
-            out.left_out.setdefault(key, []).append(pools[position].id)
+    keys, left_out = out.keys, out.left_out
+    for position, given in enumerate(out.given):
+        if not given and (key := keys[position])[0] == "stack" and key in considered:
+            left_out.setdefault(key, []).append(pools[position].id)
     return out

@@ -199,7 +199,19 @@ def runner_up_of(
     for c in candidates:
         if c is winner:
             continue
-        if runner is None or _better_rival(c, runner, products_first):
+        if runner is None:
+            runner = c
+            continue
+        # Most rivals differ on the average priority: that rule is inlined for the
+        # candlepin-* profiles (as in scan), _better_rival decides the rest.
+        if not products_first and c.hs == runner.hs:
+            cross = c.total * runner.count - runner.total * c.count
+            if cross < 0:
+                continue
+            if cross > 0:
+                runner = c
+                continue
+        if _better_rival(c, runner, products_first):
             runner = c
     return runner
 
