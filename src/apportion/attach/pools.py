@@ -350,10 +350,18 @@ def check_pools(
             or len(pool.derived_provided_products) > max_products
         ):
             _check_product_lists(pool, f"{path}[{i}]", max_products)
-        # Inlined check_pool for the common case of clean values (thousands of pools).
+        # Inlined check_pool for the common case of clean values (thousands of pools):
+        # the product's attributes of a pool are read here without a call; a value that
+        # is not all digits leaves the decision to check_pool ("-1" and "unlimited" are
+        # allowed where due).
+        clean = pool.quantity >= -1
+        if clean:
+            for name, raw in pool.product_attributes.items():
+                if name in _CHECKED and not (raw is None or (raw.isascii() and raw.isdigit())):
+                    clean = False
+                    break
         if (
-            pool.quantity < -1
-            or ((attrs := pool.product_attributes) and not _clean_numbers(attrs))
+            not clean
             or ((attrs := pool.attributes) and not _clean_numbers(attrs))
             or ((attrs := pool.derived_product_attributes) and not _clean_numbers(attrs))
         ):

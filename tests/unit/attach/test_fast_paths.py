@@ -15,10 +15,17 @@ from hypothesis import strategies as st
 from apportion.attach.autoattach import AttachInput, _needs
 from apportion.attach.inputs import read_compliance, read_consumer, read_entitlements
 from apportion.attach.offers import read_offers
-from apportion.attach.pools import PoolCheck, currently_available, drop_reason, view_pool
+from apportion.attach.pools import (
+    PoolCheck,
+    check_pool,
+    check_pools,
+    currently_available,
+    drop_reason,
+    view_pool,
+)
 from apportion.attach.priority import PROFILES, Scorer
 from apportion.attach.values import ProblemLog
-from apportion.contracts.attach import AutoAttachJob
+from apportion.contracts.attach import AutoAttachJob, Pool
 from tests.unit.attach.support import NOW
 from tests.unit.attach.test_invariants import jobs
 
@@ -160,3 +167,40 @@ def test_a_pool_scores_the_same_whatever_the_pools_scored_before_it(
     for i in order:
         together[i] = shared.score(views[i])
     assert [together[i] for i in range(len(views))] == alone
+
+
+_NUMBERS = ["1", "16", "-1", "0", "x", " 4", "4 ", "unlimited", " Unlimited", "٣", "", None]
+_NUMBER_NAMES = ["sockets", "cores", "guest_limit", "virt_limit", "instance_multiplier", "arch"]
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(-3, 5),
+            # The pool's own attributes are often empty: the product's are then all read.
+            st.one_of(
+                st.just({}),
+                st.dictionaries(st.sampled_from(_NUMBER_NAMES), st.sampled_from(_NUMBERS)),
+            ),
+            st.dictionaries(st.sampled_from(_NUMBER_NAMES), st.sampled_from(_NUMBERS)),
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+@example([(1, {}, {"virt_limit": "x"})])
+@example([(1, {}, {"guest_limit": "-1", "virt_limit": "unlimited", "cores": "x"})])
+def test_checking_a_pool_list_logs_what_checking_each_pool_logs(
+    drawn: list[tuple[int, dict[str, str | None], dict[str, str | None]]],
+) -> None:
+    pools = [
+        Pool(id=f"p{i}", product_id="sku", quantity=q, attributes=own, product_attributes=prod)
+        for i, (q, own, prod) in enumerate(drawn)
+    ]
+    together = ProblemLog.new()
+    check_pools(pools, "pools", together)
+    each = ProblemLog.new()
+    for i, pool in enumerate(pools):
+        check_pool(pool, f"pools[{i}]", each)
+    assert together.problems == each.problems
