@@ -90,7 +90,7 @@ def read_vouched_jobs(kind: str, source: str) -> tuple[list[Any], bool, Envelope
     except InputTooLarge as exc:
         refused = Rejected.at("$", str(exc), code="too_large")
         return [], False, Envelope.rejected(None, kind, error_info(refused)), False
-    return vouched_jobs_from_text(kind, text)
+    return jobs_from_text(kind, text)
 
 
 def print_json(data: Any, pretty: bool | None = None) -> None:
@@ -147,14 +147,9 @@ def check_kind(kind: str) -> None:
         raise UsageError(f"unknown kind {kind!r}; choose one of: {', '.join(kinds.names())}")
 
 
-def jobs_from_text(kind: str, text: str) -> tuple[list[Any], bool, Envelope | None]:
-    """Parse the input: (jobs, was_array, rejection envelope if the text is not JSON)."""
-    jobs, is_array, bad, _ = vouched_jobs_from_text(kind, text)
-    return jobs, is_array, bad
-
-
-def vouched_jobs_from_text(kind: str, text: str) -> tuple[list[Any], bool, Envelope | None, bool]:
-    """:func:`jobs_from_text`, and whether the text vouches for every job's shape."""
+def jobs_from_text(kind: str, text: str) -> tuple[list[Any], bool, Envelope | None, bool]:
+    """Parse the input: (jobs, was_array, rejection envelope if the text is not JSON,
+    whether the text vouches for every job's shape)."""
     from apportion.contracts import Envelope
     from apportion.edge import load_bounded
     from apportion.engine import error_info
