@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from apportion.cli.common import (
@@ -34,22 +36,28 @@ def run(args: argparse.Namespace) -> int:
 
     config = engine_settings()  # first: it loads a deployment's own kinds
     check_kind(args.kind)
-    jobs, is_array, bad, vouched = read_vouched_jobs(args.kind, args.file)
-    if bad is not None:
-        print_json(bad.as_dict(), args.pretty)
-        return EXIT_REJECTED
-    context = engine_context(config)
-    # What is loaded now (the modules, the parsed input) lives until the command ends and
-    # is never changed: frozen, the cyclic collector stops walking it again in every full
-    # collection a job triggers, as the worker does with its heap before it forks.
-    gc.freeze()
+    with collector_paused():
+        jobs, is_array, bad, vouched = read_vouched_jobs(args.kind, args.file)
+        if bad is not None:
+            print_json(bad.as_dict(), args.pretty)
+            return EXIT_REJECTED
+        context = engine_context(config)
+        # What is loaded now (the modules, the parsed input) lives until the command ends
+        # and is never changed: frozen, the cyclic collector stops walking it again in
+        # every full collection, as the worker does with its heap before it forks. Frozen
+        # before the collector resumes, it is not walked even once.
+        gc.freeze()
     if not is_array:
-        envelope = run_job(args.kind, jobs[0], context, vouched=vouched)
+        with collector_paused():
+            envelope = run_job(args.kind, jobs[0], context, vouched=vouched)
         print_json(envelope.as_dict(), args.pretty)
         return STATUS_EXIT[envelope.status]
     pretty = sys.stdout.isatty() if args.pretty is None else args.pretty
     if pretty:
-        envelopes = [run_job(args.kind, job, context, vouched=vouched) for job in jobs]
+        envelopes = []
+        for job in jobs:
+            with collector_paused():
+                envelopes.append(run_job(args.kind, job, context, vouched=vouched))
         print_json([e.as_dict() for e in envelopes], pretty)
     else:
         write_each(args.kind, jobs, context, vouched=vouched)
@@ -72,8 +80,29 @@ def write_each(kind: str, jobs: list[Any], context: Any, *, vouched: bool = Fals
     jobs.reverse()  # popped from the end: in input order, each dropped once solved
     separator = b""
     while jobs:
-        envelope = run_job(kind, jobs.pop(), context, vouched=vouched)
+        with collector_paused():
+            envelope = run_job(kind, jobs.pop(), context, vouched=vouched)
         out.write(separator + encode(envelope.as_dict()))
         separator = b","
     out.write(b"]\n")
     out.flush()
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """No cyclic collection inside the block; the collector's state is restored after it.
+
+    Decoding a text and solving a job each allocate tens of thousands of containers that
+    stay alive until the block ends (the decoded input, a job's validated providers and
+    its answer), and hold no reference cycle: the collections those allocations trigger
+    walk them again and again and free nothing, at a cost that grows with the input. What
+    a block leaves behind is freed by reference counting when it ends, and any cycle
+    at the collector's next pass.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
