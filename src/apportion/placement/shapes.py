@@ -64,7 +64,12 @@ class Found(Sequence[tuple[int, Assignment]]):
 
     def providers(self) -> IndexArray:
         """Every provider some candidate uses, ascending, once each."""
-        return np.unique(self.assigned)
+        # Marked in a mask over the provider indices: linear, where np.unique sorts.
+        if not self.assigned.size:
+            return np.empty(0, dtype=np.intp)
+        used = np.zeros(int(self.assigned.max()) + 1, dtype=np.bool_)
+        used[self.assigned.reshape(-1)] = True
+        return np.flatnonzero(used)
 
 
 def shape_codes(assigned: IndexArray) -> tuple[list[int], IndexArray]:

@@ -32,8 +32,10 @@ def provider_summaries(forest: Forest, providers: IntArray) -> dict[str, Provide
     """Summaries of the trees of ``providers`` (indices), in job order."""
     if not len(providers):
         return {}
-    trees = np.unique(forest.roots_array[providers])
-    members: list[int] = np.flatnonzero(np.isin(forest.roots_array, trees)).tolist()
+    # Trees marked in a mask over the provider indices (a root is its tree's index).
+    trees = np.zeros(forest.size, dtype=np.bool_)
+    trees[forest.roots_array[providers]] = True
+    members: list[int] = np.flatnonzero(trees[forest.roots_array]).tolist()
     at = np.array(members, dtype=np.int64)
     traits = list(map(forest.traits.__getitem__, members))
     trait_lists = {t: sorted(t) for t in set(traits)}
