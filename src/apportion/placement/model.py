@@ -39,6 +39,7 @@ SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 NAME_PATTERN = re.compile(r"[A-Z0-9_]+")
 MAX_INTEGER = 2**53 - 1
 _INTEGER_FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size")
+_ACCOUNT = itemgetter("account")
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -105,8 +106,6 @@ class Forest:
     accounts: tuple[str, ...]
     # the job's providers (validated dicts), for what is read rarely
     providers: Sequence[Provider]
-    # root index -> every provider of that tree, in job order
-    tree_members: Mapping[int, tuple[int, ...]]
     # providers with MISC_SHARES_VIA_AGGREGATE
     sharing: frozenset[int]
     # provider index -> its unit prices per hour, for providers that state any
@@ -337,21 +336,18 @@ def _index(
 ) -> Forest:
     """The forest of checked and linked providers."""
     roots = scan.roots
-    tree_members: dict[int, list[int]] = {}
-    for i, r in enumerate(roots):
-        tree_members.setdefault(r, []).append(i)
+    uuids = tuple(scan.index)
     sharing = frozenset(scan.trait_lists.get(SHARING_TRAIT, ()))
     return Forest(
-        uuids=tuple(scan.index),
+        uuids=uuids,
         index=scan.index,
         parents=tuple(scan.parents),
         roots=tuple(roots),
         depths=tuple(scan.depths),
         roots_array=np.array(roots, dtype=np.int64),
         traits=tuple(scan.traits),
-        accounts=_accounts(providers, roots, tree_members),
+        accounts=_accounts(providers, uuids, roots),
         providers=providers,
-        tree_members={r: tuple(m) for r, m in tree_members.items()},
         sharing=sharing,
         prices=scan.prices,
         serves=_serves(providers, sharing, roots, scan.agg_lists),
@@ -363,15 +359,16 @@ def _index(
 
 
 def _accounts(
-    providers: Sequence[Provider], roots: list[int], trees: Mapping[int, list[int]]
+    providers: Sequence[Provider], uuids: tuple[str, ...], roots: list[int]
 ) -> tuple[str, ...]:
     """Each provider's account: its own, else its root's, else the root's uuid."""
-    root_account = {}
-    for r in trees:
-        own = providers[r]["account"]
-        root_account[r] = providers[r]["uuid"] if own is None else own
-    given = [p["account"] for p in providers]
-    return tuple(root_account[r] if a is None else a for a, r in zip(given, roots, strict=True))
+    given = list(map(_ACCOUNT, providers))
+    if given.count(None) == len(given):  # no account anywhere: each root's uuid
+        return tuple(map(uuids.__getitem__, roots))
+    return tuple(
+        (uuids[r] if given[r] is None else given[r]) if a is None else a
+        for a, r in zip(given, roots, strict=True)
+    )
 
 
 def _serves(
