@@ -33,7 +33,7 @@ import numpy.typing as npt
 from apportion.placement.model import BoolArray, Forest
 from apportion.placement.search import Budget, SearchSpec
 from apportion.placement.shapes import Found
-from apportion.placement.slots import SlotPlan
+from apportion.placement.slots import ByRoot, SlotPlan
 
 IntArray = npt.NDArray[np.int64]
 # The search prunes where rows are all enumerated here: past this many rows of bound
@@ -119,15 +119,39 @@ def _choices(plan: SlotPlan, spec: SearchSpec, anchors: tuple[int, ...]) -> _Cho
     counts = np.empty((len(plan.slots), len(anchors)), dtype=np.int64)
     flats: list[IntArray] = []
     offsets: list[IntArray] = []
+    at = np.array(anchors, dtype=np.int64)
     for i, k in enumerate(spec.order):
         members, shared = plan.slots[k].members, plan.slots[k].shared
-        # members first, then sharing providers: the order of Searcher.candidates
-        chosen = [members.get(a, ()) + shared.get(a, ()) for a in anchors]
-        counts[i] = list(map(len, chosen))
-        total = int(counts[i].sum())
-        flats.append(np.fromiter(chain.from_iterable(chosen), dtype=np.int64, count=total))
+        if isinstance(members, ByRoot) and isinstance(shared, ByRoot):
+            flat, counts[i] = _joined(at, members, shared)
+        else:
+            # members first, then sharing providers: the order of Searcher.candidates
+            chosen = [members.get(a, ()) + shared.get(a, ()) for a in anchors]
+            counts[i] = list(map(len, chosen))
+            total = int(counts[i].sum())
+            flat = np.fromiter(chain.from_iterable(chosen), dtype=np.int64, count=total)
+        flats.append(flat)
         offsets.append(np.cumsum(counts[i]) - counts[i])
     return _Choices(counts, flats, offsets)
+
+
+def _joined(at: IntArray, members: ByRoot, shared: ByRoot) -> tuple[IntArray, IntArray]:
+    """Every anchor's members, then its sharing providers, one anchor after another
+    (as ``members.get(a, ()) + shared.get(a, ())`` for each anchor ``a`` of ``at``), and
+    how many each anchor has."""
+    m_start, m_count = members.spans(at)
+    s_start, s_count = shared.spans(at)
+    count = m_count + s_count
+    offset = np.cumsum(count) - count
+    flat = np.empty(int(count.sum()), dtype=np.int64)
+    for start, n, source, first in (
+        (m_start, m_count, members.providers, offset),
+        (s_start, s_count, shared.providers, offset + m_count),
+    ):
+        owner = np.repeat(np.arange(len(at)), n)
+        rank = np.arange(len(owner)) - np.repeat(np.cumsum(n) - n, n)
+        flat[first[owner] + rank] = source[start[owner] + rank]
+    return flat, count
 
 
 def _steps(counts: npt.NDArray[np.float64]) -> float:

@@ -32,13 +32,67 @@ two masks per slot:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from apportion.placement.model import BoolArray, Forest
 from apportion.placement.query import ParsedRequest, RequestGroup
+
+IntArray = npt.NDArray[np.int64]
+
+
+class ByRoot(Mapping[int, tuple[int, ...]]):
+    """Providers grouped by the root they serve: root -> providers, in the order given.
+
+    Kept as two arrays sorted by root (``providers[i]`` serves ``roots[i]``): the array
+    search reads every anchor's providers from them at once; the dict of tuples the
+    plain search looks anchors up in is built only when it is first read.
+    """
+
+    __slots__ = ("_dict", "providers", "roots")
+
+    def __init__(self, roots: IntArray, providers: IntArray) -> None:
+        order = np.argsort(roots, kind="stable")  # a root's providers keep their order
+        self.roots: IntArray = roots[order]
+        self.providers: IntArray = providers[order]
+        self._dict: dict[int, tuple[int, ...]] | None = None
+
+    def spans(self, anchors: IntArray) -> tuple[IntArray, IntArray]:
+        """Where each anchor's providers start in :attr:`providers`, and how many."""
+        start = np.searchsorted(self.roots, anchors, side="left")
+        end = np.searchsorted(self.roots, anchors, side="right")
+        return start, end - start
+
+    def keys_set(self) -> set[int]:
+        """Every root with at least one provider."""
+        return set(self.roots.tolist())
+
+    def _as_dict(self) -> dict[int, tuple[int, ...]]:
+        if self._dict is None:
+            roots, providers = self.roots.tolist(), self.providers.tolist()
+            starts = [0, *(np.flatnonzero(np.diff(self.roots)) + 1).tolist()]
+            ends = [*starts[1:], len(roots)]
+            if not roots:
+                starts, ends = [], []
+            self._dict = {
+                roots[a]: tuple(providers[a:b]) for a, b in zip(starts, ends, strict=True)
+            }
+        return self._dict
+
+    def __getitem__(self, root: int) -> tuple[int, ...]:
+        return self._as_dict()[root]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._as_dict())
+
+    def __len__(self) -> int:
+        return len(self._as_dict())
+
+    def __bool__(self) -> bool:
+        return len(self.roots) > 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +110,11 @@ class Slot:
         return [*self.members.get(root, ()), *self.shared.get(root, ())]
 
     def anchors(self) -> set[int]:
-        return set(self.members) | set(self.shared)
+        return _roots_of(self.members) | _roots_of(self.shared)
+
+
+def _roots_of(by_root: Mapping[int, tuple[int, ...]]) -> set[int]:
+    return by_root.keys_set() if isinstance(by_root, ByRoot) else set(by_root)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,20 +189,19 @@ def _fits(forest: Forest, demands: Sequence[tuple[str, int]]) -> BoolArray:
     return out
 
 
-def _by_root(forest: Forest, mask: BoolArray) -> dict[int, tuple[int, ...]]:
+def _by_root(forest: Forest, mask: BoolArray) -> ByRoot:
     idx = np.flatnonzero(mask)
-    out: dict[int, list[int]] = {}
-    for p, r in zip(idx.tolist(), forest.roots_array[idx].tolist(), strict=True):
-        out.setdefault(r, []).append(p)
-    return {r: tuple(ps) for r, ps in out.items()}
+    return ByRoot(forest.roots_array[idx], idx)
 
 
-def _served(forest: Forest, mask: BoolArray) -> dict[int, tuple[int, ...]]:
-    out: dict[int, list[int]] = {}
-    for s in np.flatnonzero(mask).tolist():
-        for root in forest.serves[s]:
-            out.setdefault(root, []).append(s)
-    return {r: tuple(ss) for r, ss in out.items()}
+def _served(forest: Forest, mask: BoolArray) -> ByRoot:
+    serves = forest.serves
+    sharing = np.flatnonzero(mask).tolist()
+    counts = [len(serves[s]) for s in sharing]
+    roots = np.fromiter(
+        (root for s in sharing for root in serves[s]), dtype=np.int64, count=sum(counts)
+    )
+    return ByRoot(roots, np.repeat(np.array(sharing, dtype=np.int64), counts))
 
 
 def _slot(
