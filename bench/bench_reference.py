@@ -283,8 +283,9 @@ def scenarios(args: argparse.Namespace, tmp: Path) -> list[Scenario]:
 # ---- apportion's side ------------------------------------------------------------------
 
 
-def files_for(s: Scenario, tmp: Path) -> tuple[Path, Path]:
-    many, one = tmp / f"{s.kind}-{s.copies}.json", tmp / f"{s.kind}-1.json"
+def files_for(s: Scenario, folder: Path) -> tuple[Path, Path]:
+    folder.mkdir()
+    many, one = folder / "many.json", folder / "one.json"
     if s.kind == "partition":  # as bench_partition.py writes them
         copies = [{**s.job, "job_id": f"copy-{i}"} for i in range(s.copies)]
     else:
@@ -359,7 +360,7 @@ def _complete(job: dict[str, Any]) -> set[str]:
     envelope = run(
         "launch_select",
         {**job, "request": request},
-        Context(limits=Limits(max_candidates=1_000_000)),
+        Context(limits=Limits(max_candidates=1_000_000, max_envelope_bytes=1 << 30)),
     ).as_dict()
     return {
         _canon(r["allocations"], r["mappings"]) for r in envelope["result"]["allocation_requests"]
@@ -413,7 +414,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
         todo = scenarios(args, tmp)
-        files = {s.name: files_for(s, tmp) for s in todo}
+        files = {s.name: files_for(s, tmp / str(i)) for i, s in enumerate(todo)}
         for s in todo:
             s.check = check(s, files[s.name][1])
             print(f"{s.name}: {s.check}", flush=True)
