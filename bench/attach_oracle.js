@@ -1,6 +1,7 @@
 // Candlepin's own auto-attach, run under Node as an oracle for bench/attach_differential.py.
 //
 // Usage: node bench/attach_oracle.js RULES_JS < requests.jsonl > answers.jsonl
+//        node bench/attach_oracle.js RULES_JS --serve   (timing: see serveLine below)
 //
 // RULES_JS is Candlepin's server rules file (rules.js), taken from a Candlepin checkout by
 // the Python driver; nothing of Candlepin's is in this repository. The file is run once,

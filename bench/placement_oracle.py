@@ -19,6 +19,11 @@ allows but Placement does not (resource classes and traits outside its registry,
 aggregate names, provider names) are mapped to CUSTOM_* names and UUIDs and back.
 Candidates are compared as sets of (allocations, mappings).
 
+``--serve FILE`` is the timing mode bench/bench_reference.py drives (see ``serve``):
+one set of providers loaded once, then rounds of timed GET /allocation_candidates
+calls, with Placement's options (``max_allocation_candidates``, the wide-tree
+workaround) set per request.
+
 Jobs Placement cannot express are skipped and counted: an inventory with total 0, a
 ``limit`` (Placement picks at random), several resourced suffixed groups without
 ``group_policy`` (Placement answers 400; the project defaults to none, as the seed
