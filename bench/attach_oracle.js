@@ -1,6 +1,7 @@
 // Candlepin's own auto-attach, run under Node as an oracle for bench/attach_differential.py.
 //
 // Usage: node bench/attach_oracle.js RULES_JS < requests.jsonl > answers.jsonl
+//        node bench/attach_oracle.js RULES_JS --serve   (timing: see serveLine below)
 //
 // RULES_JS is Candlepin's server rules file (rules.js), taken from a Candlepin checkout by
 // the Python driver; nothing of Candlepin's is in this repository. The file is run once,
@@ -28,8 +29,9 @@ const vm = require("vm");
 const readline = require("readline");
 
 const rulesPath = process.argv[2];
+const SERVE = process.argv[3] === "--serve";
 if (!rulesPath) {
-    process.stderr.write("usage: node attach_oracle.js RULES_JS\n");
+    process.stderr.write("usage: node attach_oracle.js RULES_JS [--serve]\n");
     process.exit(2);
 }
 
@@ -64,6 +66,9 @@ function timeSelectPools(context) {
     times.sort((a, b) => a - b);
     return times[Math.floor(times.length / 2)];
 }
+
+// The select_pools context of the last answer (for --serve's timed rounds).
+let lastContext = null;
 
 function complianceOf(request) {
     const text = call("compliance_name_space().get_status()", {
@@ -171,6 +176,7 @@ function answer(request) {
     }
     let chosen = {};
     let timing;
+    lastContext = null;
     if (candidates.length > 0) {
         const context = {
             consumer: consumer,
@@ -183,6 +189,7 @@ function answer(request) {
             considerDerived: !!request.considerDerived,
             guestIds: consumer.guestIds || [],
         };
+        lastContext = context;
         chosen = JSON.parse(call("autobind_name_space().select_pools()", context));
         if (REPEAT > 0) {
             timing = timeSelectPools(context);
@@ -201,12 +208,8 @@ function answer(request) {
     };
 }
 
-const lines = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
-lines.on("line", (line) => {
-    if (!line.trim()) {
-        return;
-    }
-    const request = JSON.parse(line);
+// Whole answer for one request line, with the retry for rules.js's endless loop on addons.
+function answerLine(request) {
     let out;
     try {
         out = answer(request);
@@ -228,5 +231,49 @@ lines.on("line", (line) => {
             out = { error: String(err && err.stack ? err.stack : err) };
         }
     }
+    return out;
+}
+
+// --serve: the first line is one request, answered as above; each later line
+// {"calls": K} is answered with the wall and CPU seconds of K warm select_pools calls on
+// that answer's context (its JSON parse inside the timing, as in Candlepin's JsRunner).
+const WARM_UP = 5;
+let served = null;
+
+function timedRound(calls) {
+    const wall = [];
+    const cpu = [];
+    for (let i = 0; i < calls; i++) {
+        sandbox.json_context = served;
+        const started = process.hrtime.bigint();
+        const cpuStarted = process.cpuUsage();
+        vm.runInContext("autobind_name_space().select_pools()", sandbox, { timeout: TIMEOUT_MS });
+        const used = process.cpuUsage(cpuStarted);
+        wall.push(Number(process.hrtime.bigint() - started) / 1e9);
+        cpu.push((used.user + used.system) / 1e6);
+    }
+    return { wall_s: wall, cpu_s: cpu };
+}
+
+function serveLine(line) {
+    if (served === null) {
+        const out = answerLine(JSON.parse(line));
+        if (lastContext === null) {
+            out.error = out.error || "no pool to select from: nothing to time";
+        } else {
+            served = JSON.stringify(lastContext);
+            timedRound(WARM_UP);
+        }
+        return out;
+    }
+    return timedRound(JSON.parse(line).calls);
+}
+
+const lines = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
+lines.on("line", (line) => {
+    if (!line.trim()) {
+        return;
+    }
+    const out = SERVE ? serveLine(line) : answerLine(JSON.parse(line));
     process.stdout.write(JSON.stringify(out) + "\n");
 });

@@ -4,6 +4,7 @@ Runs the reference implementation itself (openstack/bareon-allocator, Python 2 c
 2016) under Python 3, adapted at run time only — nothing of it is copied here:
 
     python bench/partition_oracle.py BAREON_ALLOCATOR_CHECKOUT < jobs.jsonl > answers.jsonl
+    python bench/partition_oracle.py BAREON_ALLOCATOR_CHECKOUT --serve  # timing, see serve()
 
 The interpreter needs scipy, numpy, yaql, six, PyYAML, termcolor and svgwrite (a venv
 of its own; not the project's). The adaptations, none of which changes a decision:
@@ -27,6 +28,7 @@ import logging
 import math
 import signal
 import sys
+import time
 import types
 from typing import Any
 
@@ -145,11 +147,33 @@ def _answer(allocators: Any, creator: Any, raw: dict[str, list[float]], job: Any
     }
 
 
+def serve(allocators: Any, creator: Any, raw: dict[str, list[float]]) -> None:
+    """Time the allocator on one job: the first stdin line is the job, answered as in
+    the oracle mode (then run twice more untimed, to warm up); each later line
+    ``{"calls": K}`` is answered with the wall and CPU seconds of K runs of the
+    allocator on that job (the static schema and its LP, one yaql engine for all)."""
+    job = json.loads(sys.stdin.readline())
+    print(json.dumps(_answer(allocators, creator, raw, job)), flush=True)
+    for _ in range(2):
+        _answer(allocators, creator, raw, job)
+    for line in sys.stdin:
+        walls, cpus = [], []
+        for _ in range(json.loads(line)["calls"]):
+            wall, cpu = time.perf_counter(), time.process_time()
+            _answer(allocators, creator, raw, job)
+            cpus.append(time.process_time() - cpu)
+            walls.append(time.perf_counter() - wall)
+        print(json.dumps({"wall_s": walls, "cpu_s": cpus}), flush=True)
+
+
 def main() -> int:
     sys.path.insert(0, sys.argv[1])
     _stub_modules()
     raw: dict[str, list[float]] = {}
     allocators, creator = _adapt(raw)
+    if sys.argv[2:] == ["--serve"]:
+        serve(allocators, creator, raw)
+        return 0
 
     def too_slow(*_: Any) -> None:
         raise TimeoutError("the allocator took over 20 s")

@@ -19,6 +19,11 @@ allows but Placement does not (resource classes and traits outside its registry,
 aggregate names, provider names) are mapped to CUSTOM_* names and UUIDs and back.
 Candidates are compared as sets of (allocations, mappings).
 
+``--serve FILE`` is the timing mode bench/bench_reference.py drives (see ``serve``):
+one set of providers loaded once, then rounds of timed GET /allocation_candidates
+calls, with Placement's options (``max_allocation_candidates``, the wide-tree
+workaround) set per request.
+
 Jobs Placement cannot express are skipped and counted: an inventory with total 0, a
 ``limit`` (Placement picks at random), several resourced suffixed groups without
 ``group_policy`` (Placement answers 400; the project defaults to none, as the seed
@@ -28,10 +33,13 @@ says).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -156,8 +164,9 @@ class Names:
         return str(uuid.uuid5(NAMESPACE, name))
 
 
-def translate_query(text: str, names: Names) -> str | None:
-    """The project's query in Placement's names; None when Placement cannot take it."""
+def translate_query(text: str, names: Names, keep_limit: bool = False) -> str | None:
+    """The project's query in Placement's names; None when Placement cannot take it
+    (``limit``, unless ``keep_limit``: the timing mode sends it as it is)."""
     from urllib.parse import quote
 
     pairs = _split(text)
@@ -170,7 +179,10 @@ def translate_query(text: str, names: Names) -> str | None:
             None,
         )
         if key == "limit":
-            return None
+            if not keep_limit:
+                return None
+            out.append(f"limit={int(value)}")
+            continue
         if key == "group_policy":
             has_policy = True
         if prefix is not None and key != prefix:
@@ -334,7 +346,10 @@ def _fill(client: Any, p: dict[str, Any], names: Names) -> bool:
     return True
 
 
-def compare(path: Path, limit: int | None) -> None:
+@contextlib.contextmanager
+def _placement() -> Iterator[tuple[Any, Any, Names]]:
+    """Placement's ``direct`` module, a fresh configuration on an in-memory sqlite
+    database (its own test fixtures), and a name map; cleaned up on exit."""
     import os_resource_classes
     import os_traits
     from oslo_config import cfg
@@ -344,26 +359,31 @@ def compare(path: Path, limit: int | None) -> None:
     from placement.tests import fixtures as pfix
     from placement.tests.unit import policy_fixture
 
+    conf_fixture = config_fixture.Config(cfg.ConfigOpts())
+    conf_fixture.setUp()
+    conf.register_opts(conf_fixture.conf)
+    db = pfix.Database(conf_fixture, set_config=True)
+    db.setUp()
+    conf_fixture.conf([], default_config_files=[])
+    policy_opts.set_defaults(conf_fixture.conf)
+    pf = policy_fixture.PolicyFixture(conf_fixture)
+    pf.setUp()
+    names = Names(set(os_resource_classes.STANDARDS), set(os_traits.get_traits()))
+    try:
+        yield direct, conf_fixture.conf, names
+    finally:
+        pf.cleanUp()
+        db.cleanUp()
+        conf_fixture.cleanUp()
+
+
+def compare(path: Path, limit: int | None) -> None:
     rows = json.loads(path.read_text())[:limit]
     outcome: Counter[str] = Counter()
     examples: dict[str, list[str]] = {}
     for row in rows:
-        conf_fixture = config_fixture.Config(cfg.ConfigOpts())
-        conf_fixture.setUp()
-        conf.register_opts(conf_fixture.conf)
-        db = pfix.Database(conf_fixture, set_config=True)
-        db.setUp()
-        conf_fixture.conf([], default_config_files=[])
-        policy_opts.set_defaults(conf_fixture.conf)
-        pf = policy_fixture.PolicyFixture(conf_fixture)
-        pf.setUp()
-        names = Names(set(os_resource_classes.STANDARDS), set(os_traits.get_traits()))
-        try:
-            verdict = _one(direct, conf_fixture.conf, row, names)
-        finally:
-            pf.cleanUp()
-            db.cleanUp()
-            conf_fixture.cleanUp()
+        with _placement() as (direct, conf, names):
+            verdict = _one(direct, conf, row, names)
         outcome[verdict] += 1
         examples.setdefault(verdict, []).append(row["name"])
     for verdict, n in outcome.most_common():
@@ -427,6 +447,74 @@ def _classify(ours: list[str], theirs: list[str]) -> str:
     return "differ: different candidates (e.g. inflated amounts)"
 
 
+# ---- timing: GET /allocation_candidates on a loaded database ----------------------------
+
+
+def serve(path: Path) -> None:
+    """Load one set of providers into Placement, then time its answers to requests.
+
+    ``path`` holds ``{"providers": [...], "queries": {NAME: {"request": QUERY,
+    "config": {GROUP: {OPTION: VALUE}}}}}`` in the project's form. After loading, one
+    line ``{"ready": true, "load_s": …}`` is printed; then each line read from stdin,
+    ``{"query": NAME, "calls": K, "answer": BOOL}``, is answered by one line: the wall and
+    CPU seconds of each of K calls ``GET /allocation_candidates?QUERY`` through the
+    in-process client (Placement's WSGI app: handler, database queries and the JSON
+    body it returns), with the options of ``config`` set for the calls, the number of
+    candidates, and with ``answer`` the candidates in the project's names.
+    """
+    spec = json.loads(path.read_text())
+    with _placement() as (direct, conf, names):
+        queries = {
+            name: translate_query(q["request"], names, keep_limit=True)
+            for name, q in spec["queries"].items()
+        }
+        options = {
+            (g, o) for q in spec["queries"].values() for g, v in q["config"].items() for o in v
+        }
+        started = time.perf_counter()
+        with direct.PlacementDirect(conf, latest_microversion=True) as client:
+            for rc in names.used_classes:
+                client.put(f"/resource_classes/{rc}")
+            for trait in names.used_traits:
+                client.put(f"/traits/{trait}")
+            if not load(client, spec["providers"], names):
+                raise SystemExit("Placement cannot hold these providers")
+            _say({"ready": True, "load_s": time.perf_counter() - started})
+            for line in sys.stdin:
+                order = json.loads(line)
+                config = spec["queries"][order["query"]]["config"]
+                for group, option in options:
+                    if option in config.get(group, {}):
+                        conf.set_override(option, config[group][option], group=group)
+                    else:
+                        conf.clear_override(option, group=group)
+                _say(_round(client, queries[order["query"]], order, spec["providers"], names))
+
+
+def _round(
+    client: Any, query: str | None, order: dict[str, Any], providers: Any, names: Names
+) -> dict[str, Any]:
+    walls, cpus = [], []
+    for _ in range(order["calls"]):
+        wall, cpu = time.perf_counter(), time.process_time()
+        r = client.get(f"/allocation_candidates?{query}")
+        body = r.content
+        cpus.append(time.process_time() - cpu)
+        walls.append(time.perf_counter() - wall)
+        if r.status_code != 200:
+            raise SystemExit(f"{query}: {r.status_code} {body[:300]!r}")
+    out: dict[str, Any] = {"wall_s": walls, "cpu_s": cpus, "bytes": len(body)}
+    candidates = json.loads(body)["allocation_requests"]
+    out["count"] = len(candidates)
+    if order.get("answer"):
+        out["candidates"] = sorted(_back(c, providers, names) for c in candidates)
+    return out
+
+
+def _say(row: dict[str, Any]) -> None:
+    print(json.dumps(row), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--export", type=Path)
@@ -434,7 +522,10 @@ def main() -> None:
     parser.add_argument("--random", type=int, default=0, help="export N random jobs instead")
     parser.add_argument("--compare", type=Path)
     parser.add_argument("--limit", type=int)
+    parser.add_argument("--serve", type=Path, help="time requests on one set of providers")
     args = parser.parse_args()
+    if args.serve:
+        serve(args.serve)
     if args.export:
         export(args.export, args.golden, args.random)
     if args.compare:
