@@ -5,6 +5,7 @@ on stock Celery, and how apportion scales out.
     .venv/bin/python bench/bench_worker.py scale [--jobs 300] [--rounds 5]
     .venv/bin/python bench/bench_worker.py commands [--jobs 300]
     .venv/bin/python bench/bench_worker.py messages [--jobs 50]
+    .venv/bin/python bench/bench_worker.py profile [--jobs 2000]
 
 One dedicated redis-server on a free port. **anchor**: two workers on it, started as
 operators start them: ``apportion worker -c 2 -Q partition`` (the production
@@ -26,6 +27,12 @@ processes, different ``-n``), with Redis's own CPU per job and its busy share.
 **commands**: Redis commands per job (INFO commandstats after CONFIG RESETSTAT),
 producer and worker apart, for both sides. **messages**: Redis CPU a message costs by
 its size (the LPUSH and the pop script), no worker.
+
+**profile**: apportion's worker alone, its pool children timing chosen steps of each
+job in thread CPU (``bench/profile_site/sitecustomize.py``, loaded through
+``PYTHONPATH``; the steps are ``PROFILE_STEPS`` below): where a job's CPU goes inside
+the worker, caches as cold as a busy worker leaves them. A loop of the engine alone runs
+the same steps ~3 times faster, so profile here before cutting.
 
 CPU per job is read from /proc: each worker's main process and pool children,
 redis-server and this client (producer plus result listener).
@@ -132,11 +139,13 @@ class Node:
         return {"main": _cpu_seconds(main), "pool": sum(map(_cpu_seconds, _children(main)))}
 
 
-def apportion_node(url: str, workdir: Path, name: str, concurrency: int) -> Node:
+def apportion_node(
+    url: str, workdir: Path, name: str, concurrency: int, env: dict[str, str] | None = None
+) -> Node:
     # Exactly what operators run (docs/operations.md, Procfile), nothing added.
     argv = [sys.executable, "-m", "apportion.cli", "worker", "-Q", "partition"]
     argv += ["-c", str(concurrency), "-n", f"{name}@%h"]
-    return Node(argv, {"APPORTION_REDIS_URL": url}, workdir / f"{name}.log")
+    return Node(argv, {"APPORTION_REDIS_URL": url, **(env or {})}, workdir / f"{name}.log")
 
 
 def stock_node(url: str, workdir: Path, concurrency: int) -> Node:
@@ -407,6 +416,60 @@ def run_messages(args: argparse.Namespace, bench: Bench) -> None:
             )
 
 
+# The steps `profile` times in the pool children (module:attribute; nested steps include
+# the ones inside them).
+PROFILE_STEPS = (
+    "apportion.tasks.jobs:run",
+    "apportion.engine:validate",
+    "apportion.unknown_fields:find",
+    "apportion.partition.schema:parse",
+    "apportion.partition.dynamic:resolve",
+    "apportion.partition.model:build",
+    "apportion.partition.feasibility:diagnose",
+    "apportion.partition.lp:solve",
+    "apportion.partition.highs:load",
+    "apportion.partition.highs:run",
+    "apportion.partition.integer:solve",
+    "apportion.partition.convert:to_result",
+    "apportion.tasks.jobs:fingerprint",
+    "apportion.workers.runtime:Runtime.context",
+    "apportion.tasks.jobs:publish_or_retry",
+    "apportion.tasks.jobs:bounded",
+    "apportion.tasks.jobs:success_record",
+    "apportion.tasks.jobs:settle_recorded",
+    "celery.app.trace:saferepr",
+)
+
+
+def run_profile(args: argparse.Namespace, bench: Bench) -> None:
+    a_side, _s, _ours, _stock = _sides(bench)
+    out = bench.workdir / "profile"
+    out.mkdir()
+    env = {
+        "PYTHONPATH": os.pathsep.join(
+            [str(ROOT / "bench" / "profile_site"), *filter(None, [os.environ.get("PYTHONPATH")])]
+        ),
+        "BENCH_PROFILE_DIR": str(out),
+        "BENCH_PROFILE_STEPS": ",".join(PROFILE_STEPS),
+    }
+    node = bench.started(apportion_node(bench.url(0), bench.workdir, "profile", 2, env))
+    side = Side("apportion", a_side.send, [node])
+    client = bench.server.client()
+    got = one_round(client, bench.redis_pid, side, args.jobs, "profile")
+    print(
+        f"{args.jobs} jobs: {got.rate:.1f} jobs/s, {got.cpu_total:.2f} ms CPU/job "
+        f"({', '.join(f'{k} {v:.2f}' for k, v in got.cpu.items())}), "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
+    node.stop()  # the children write their sums as they exit
+    for path in sorted(out.glob("child-*.json")):
+        report = json.loads(path.read_text())
+        print(f"pool child {report['pid']}: {report['jobs']} jobs, µs of thread CPU a job")
+        print(f"  {report['cycle_us']:8.1f}  the whole job (one job's start to the next's)")
+        for step, us in sorted(report["steps_us"].items(), key=lambda kv: -kv[1]):
+            print(f"  {us:8.1f}  {step}")
+
+
 LAYOUTS = {
     "1 node × 1": (1,),
     "1 node × 2": (2,),
@@ -455,7 +518,10 @@ def run_scale(args: argparse.Namespace, bench: Bench) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument(
-        "what", choices=("anchor", "scale", "commands", "messages"), nargs="?", default="anchor"
+        "what",
+        choices=("anchor", "scale", "commands", "messages", "profile"),
+        nargs="?",
+        default="anchor",
     )
     parser.add_argument("--jobs", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=11)
@@ -473,6 +539,7 @@ def main() -> int:
             "scale": run_scale,
             "commands": run_commands,
             "messages": run_messages,
+            "profile": run_profile,
         }
         modes[args.what](args, bench)
     finally:
