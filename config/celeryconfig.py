@@ -169,7 +169,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # worker keeps the switch across its reconnections), and `apportion worker -E`
         # keeps them on for `celery events` or a monitor that does not ask. A worker with
         # nobody watching would spend a large share of its throughput publishing three
-        # events a job to nobody (bench/worker.md).
+        # events a job to nobody.
         "worker_send_task_events": False,
         # Flower lists a task from the worker's task-received event, arguments included;
         # the producer's task-sent event would only add the "sent" moment, for one more

@@ -452,7 +452,7 @@ class Channel(kombu_redis.Channel):
         # kombu makes a new redis.Redis for every command it sends outside the event
         # loop (each ack, task event and result a worker sends, each message a producer
         # sends), and redis-py fills a table of ~300 response callbacks for each one: a
-        # large share of a busy worker's main process (bench/worker.md). The object only wraps
+        # large share of a busy worker's main process. The object only wraps
         # the channel's connection pool, which does the real work and is safe to share
         # between threads, so one per pool does the same; a channel that replaces its
         # pool (after a connection loss) gets a new client for the new pool.
