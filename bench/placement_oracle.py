@@ -234,6 +234,16 @@ def _ok(response: Any, what: str) -> bool:
     return False
 
 
+def register_and_load(client: Any, providers: list[dict[str, Any]], names: Names) -> bool:
+    """Register every custom name the job uses (names exist here without a registry, so
+    an unknown one matches nothing instead of a 400), then :func:`load` the providers."""
+    for rc in names.used_classes:
+        client.put(f"/resource_classes/{rc}")
+    for trait in names.used_traits:
+        client.put(f"/traits/{trait}")
+    return load(client, providers, names)
+
+
 def load(client: Any, providers: list[dict[str, Any]], names: Names) -> bool:
     """Create ``providers`` in Placement; False when it cannot hold them."""
     by_name = {p["uuid"]: p for p in providers}
@@ -397,13 +407,7 @@ def _one(direct: Any, conf: Any, row: dict[str, Any], names: Names) -> str:
     if query is None:
         return "skipped: limit (Placement samples at random)"
     with direct.PlacementDirect(conf, latest_microversion=True) as client:
-        # Names exist here without a registry: register every custom name the query
-        # uses, so that an unknown one matches nothing instead of a 400.
-        for rc in names.used_classes:
-            client.put(f"/resource_classes/{rc}")
-        for trait in names.used_traits:
-            client.put(f"/traits/{trait}")
-        if not load(client, row["providers"], names):
+        if not register_and_load(client, row["providers"], names):
             return "skipped: providers Placement cannot hold (total 0, over-used)"
         r = client.get(f"/allocation_candidates?{query}")
         if r.status_code != 200:
@@ -473,11 +477,7 @@ def serve(path: Path) -> None:
         }
         started = time.perf_counter()
         with direct.PlacementDirect(conf, latest_microversion=True) as client:
-            for rc in names.used_classes:
-                client.put(f"/resource_classes/{rc}")
-            for trait in names.used_traits:
-                client.put(f"/traits/{trait}")
-            if not load(client, spec["providers"], names):
+            if not register_and_load(client, spec["providers"], names):
                 raise SystemExit("Placement cannot hold these providers")
             _say({"ready": True, "load_s": time.perf_counter() - started})
             for line in sys.stdin:
