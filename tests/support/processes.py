@@ -144,6 +144,11 @@ class SentinelCluster:
     loaded machine made sentinels take the just promoted replica for dead too, and fail
     over a second time).
 
+    Started means replicated: both replicas have finished their first sync, not only
+    been seen by the sentinels. Redis delays a diskless first sync by 5 s to gather
+    replicas, and a primary killed inside that window takes everything written so far
+    with it: asynchronous replication's loss, not a failover's, which the tests measure.
+
     ``password`` guards the primary and replicas (the sentinels reach them with it),
     ``sentinel_password`` the sentinels themselves.
     """
@@ -211,7 +216,7 @@ class SentinelCluster:
                 )
             )
             self.sentinel_ports.append(port)
-        wait_until(self._ready, 30, interval=0.2, what="sentinels watching 2 replicas")
+        wait_until(self._ready, 30, interval=0.2, what="2 replicas in sync, watched by 3 sentinels")
 
     def _sentinel_view(self, port: int) -> dict[str, Any]:
         with redis.Redis(
@@ -223,9 +228,21 @@ class SentinelCluster:
     def _ready(self) -> bool:
         try:
             views = [self._sentinel_view(p) for p in self.sentinel_ports]
+            watched = all(
+                int(v["num-slaves"]) == 2 and int(v["num-other-sentinels"]) == 2 for v in views
+            )
+            return watched and all(self._synced(replica) for replica in self.servers[1:])
         except (redis.RedisError, OSError):
             return False
-        return all(int(v["num-slaves"]) == 2 and int(v["num-other-sentinels"]) == 2 for v in views)
+
+    @staticmethod
+    def _synced(replica: RedisServer) -> bool:
+        with redis.Redis(
+            host="127.0.0.1", port=replica.port, password=replica.password, socket_timeout=2
+        ) as client:
+            info = client.info("replication")
+            in_sync = info.get("master_link_status") == "up"
+            return in_sync and not info.get("master_sync_in_progress")
 
     def primary_port(self) -> int:
         """The master's port as the first sentinel that answers sees it."""
