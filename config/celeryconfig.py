@@ -88,11 +88,24 @@ def gate_options(settings: Settings) -> dict[str, Any]:
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
-    vt = settings.visibility_timeout
-    transport_options = {
+    """The whole Celery configuration: one section per concern, each a reliability or
+    cost decision explained where it is made."""
+    return {
+        **_broker(settings),
+        **_results(settings),
+        **_delivery(),
+        **_routing(),
+        **_monitoring(),
+        "enable_utc": True,
+        "timezone": "UTC",
+    }
+
+
+def _transport_options(settings: Settings) -> dict[str, Any]:
+    return {
         # Redis has no real acks: an unacked message is redelivered after this long.
         # It must outlast the longest hard limit (checked in Settings).
-        "visibility_timeout": vt,
+        "visibility_timeout": settings.visibility_timeout,
         # Sweep for abandoned messages (worker SIGKILLed) often enough that a short
         # visibility timeout actually yields a prompt redelivery.
         "unacked_restore_interval": settings.unacked_restore_interval,
@@ -112,25 +125,32 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "apportion_gate": gate_options(settings),
         **sentinel_options(settings),
     }
-    exchange = Exchange("apportion", type="direct")
+
+
+def _broker(settings: Settings) -> dict[str, Any]:
     return {
         "broker_url": settings.broker,
         "broker_transport": broker_transport(settings.broker),
-        "result_backend": settings.backend,
-        "broker_transport_options": dict(transport_options),
-        # The Redis result backend's own pub/sub and locks read the same option;
-        # retry_policy bounds its reconnection (a producer's send_task subscribes to
-        # the result first, so this is what a send during an outage waits for).
-        "result_backend_transport_options": {
-            "visibility_timeout": vt,
-            "retry_policy": dict(PRODUCER_RETRY_POLICY),
-            **sentinel_options(settings),
-        },
-        "visibility_timeout": vt,
+        "broker_transport_options": _transport_options(settings),
+        "visibility_timeout": settings.visibility_timeout,
         "broker_connection_retry_on_startup": True,
         "broker_connection_max_retries": None,  # keep reconnecting; never exit on an outage
         "task_publish_retry": True,
         "task_publish_retry_policy": dict(PRODUCER_RETRY_POLICY),
+    }
+
+
+def _results(settings: Settings) -> dict[str, Any]:
+    return {
+        "result_backend": settings.backend,
+        # The Redis result backend's own pub/sub and locks read the same option;
+        # retry_policy bounds its reconnection (a producer's send_task subscribes to
+        # the result first, so this is what a send during an outage waits for).
+        "result_backend_transport_options": {
+            "visibility_timeout": settings.visibility_timeout,
+            "retry_policy": dict(PRODUCER_RETRY_POLICY),
+            **sentinel_options(settings),
+        },
         # Storing a result while Redis restarts: wait for it instead of failing the
         # task. Without this a job whose event was already published ended as FAILURE
         # in the backend (Celery's read-before-write raised ConnectionError). Bounded:
@@ -139,6 +159,18 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "result_backend_max_retries": 15,
         "result_backend_base_sleep_between_retries_ms": 100,
         "result_backend_max_sleep_between_retries_ms": 2000,
+        "result_expires": settings.result_expires,
+        # No job arguments in the result backend: with result_extended every result
+        # keeps its job (a 50 MB job would stay a day in Redis next to its answer). The
+        # backend stores the state and the envelope; Flower still shows each task's
+        # name, state, worker, runtime and arguments, from the task events (the
+        # producer's argsrepr, at most 1,024 characters), not from the backend.
+        "result_extended": False,
+    }
+
+
+def _delivery() -> dict[str, Any]:
+    return {
         # JSON only. Pickle would let any producer run code in our workers.
         "task_serializer": "json",
         "result_serializer": "json",
@@ -158,12 +190,23 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # sent is redelivered after the visibility timeout and publishes nothing new.
         "worker_cancel_long_running_tasks_on_connection_loss": False,
         "worker_prefetch_multiplier": 1,
+    }
+
+
+def _routing() -> dict[str, Any]:
+    exchange = Exchange("apportion", type="direct")
+    return {
         "task_queues": [Queue(q, exchange, routing_key=q) for q in kinds.queues()],
         "task_default_queue": "partition",
         "task_default_exchange": "apportion",
         "task_default_routing_key": "partition",
         # Per-task time limits are set on each task where it is registered (tasks/jobs.py).
         "task_routes": task_routes(),
+    }
+
+
+def _monitoring() -> dict[str, Any]:
+    return {
         # Task events only while someone watches: a running Flower switches them on in
         # every worker by remote control (enable_events: at once, then every 5 s; a
         # worker keeps the switch across its reconnections), and `apportion worker -E`
@@ -179,14 +222,5 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # the pool child; Flower shows a running job from its task-started event, and
         # producers wait for the answer (PENDING until then), never for STARTED.
         "task_track_started": False,
-        "result_expires": settings.result_expires,
-        # No job arguments in the result backend: with result_extended every result
-        # keeps its job (a 50 MB job would stay a day in Redis next to its answer). The
-        # backend stores the state and the envelope; Flower still shows each task's
-        # name, state, worker, runtime and arguments, from the task events (the
-        # producer's argsrepr, at most 1,024 characters), not from the backend.
-        "result_extended": False,
         "worker_hijack_root_logger": False,
-        "enable_utc": True,
-        "timezone": "UTC",
     }

@@ -106,14 +106,40 @@ def _dynamics(app: Any, console: Console | None) -> list[dict[str, Any]]:
 def run_demo(as_json: bool = False) -> int:
     from celery.contrib.testing.worker import start_worker
 
-    from apportion.workers.app import create_app
-
     logging.getLogger("celery").setLevel(logging.WARNING)
     # The in-memory transport warns that it has no hostname; that is the point here.
     logging.getLogger("kombu").setLevel(logging.ERROR)
-    settings = get_settings()
     publisher = MemoryPublisher()
     history = MemoryFailureStore()
+    app = _demo_app(publisher, history)
+    console = None if as_json else Console()
+    jobs = demo_jobs()
+    dynamics: list[dict[str, Any]] = []
+    try:
+        with start_worker(
+            app, pool="solo", perform_ping_check=False, loglevel="WARNING", shutdown_timeout=10
+        ):
+            outputs = _run_jobs(app, jobs, console)
+            if any(kind == "launch_select" for kind, _, _ in jobs):
+                dynamics = _dynamics(app, console)
+    finally:
+        set_runtime(None)
+    if console is None:
+        print(
+            json.dumps(
+                {"envelopes": outputs, "events": publisher.events, "dynamics": dynamics}, indent=2
+            )
+        )
+        return 0
+    _print_events(console, publisher, history)
+    return 0
+
+
+def _demo_app(publisher: MemoryPublisher, history: MemoryFailureStore) -> Any:
+    """The production app and runtime on the in-memory broker and stores."""
+    from apportion.workers.app import create_app
+
+    settings = get_settings()
     set_runtime(
         Runtime(
             settings=settings,
@@ -131,46 +157,39 @@ def run_demo(as_json: bool = False) -> int:
     # the demo's batch took ~25 s; taking the whole batch at once runs it in well
     # under a second. Only the demo's in-memory worker does this.
     app.conf.worker_prefetch_multiplier = 64
-    console = Console()
-    jobs = demo_jobs()
-    kinds_run = {kind for kind, _, _ in jobs}
-    outputs: list[dict[str, Any]] = []
-    dynamics: list[dict[str, Any]] = []
-    try:
-        with start_worker(
-            app, pool="solo", perform_ping_check=False, loglevel="WARNING", shutdown_timeout=10
-        ):
-            if not as_json:
-                console.print(
-                    f"[bold]apportion demo[/]: an in-process Celery worker on the in-memory "
-                    f"broker runs {len(jobs)} jobs of {len(kinds_run)} kinds "
-                    "through the real tasks."
-                )
-            pending = [(k, t, app.send_task(f"apportion.{k}", args=[j])) for (k, t, j) in jobs]
-            for kind, title, async_result in pending:
-                envelope: dict[str, Any] = async_result.get(timeout=120, interval=0.01)
-                outputs.append(envelope)
-                if not as_json:
-                    _render(console, kind, title, envelope)
-            # Redelivered work (same job_id / event_id) must not publish a second event.
-            for kind, _, job in (jobs[0], *[j for j in jobs if j[0] == "launch_outcome"]):
-                again = app.send_task(f"apportion.{kind}", args=[job]).get(
-                    timeout=120, interval=0.01
-                )
-                outputs.append(again)
-                if not as_json and kind == "launch_outcome":
-                    console.print(f"  sent again: recorded={again['result']['recorded']}")
-            if "launch_select" in kinds_run:
-                dynamics = _dynamics(app, None if as_json else console)
-    finally:
-        set_runtime(None)
-    if as_json:
-        print(
-            json.dumps(
-                {"envelopes": outputs, "events": publisher.events, "dynamics": dynamics}, indent=2
-            )
+    return app
+
+
+def _run_jobs(
+    app: Any, jobs: list[tuple[str, str, dict[str, Any]]], console: Console | None
+) -> list[dict[str, Any]]:
+    """Every demo job through the real tasks, then some again: redelivered work (same
+    job_id / event_id) must not publish a second event."""
+    if console is not None:
+        kinds_run = {kind for kind, _, _ in jobs}
+        console.print(
+            f"[bold]apportion demo[/]: an in-process Celery worker on the in-memory "
+            f"broker runs {len(jobs)} jobs of {len(kinds_run)} kinds "
+            "through the real tasks."
         )
-        return 0
+    outputs: list[dict[str, Any]] = []
+    pending = [(k, t, app.send_task(f"apportion.{k}", args=[j])) for (k, t, j) in jobs]
+    for kind, title, async_result in pending:
+        envelope: dict[str, Any] = async_result.get(timeout=120, interval=0.01)
+        outputs.append(envelope)
+        if console is not None:
+            _render(console, kind, title, envelope)
+    for kind, _, job in (jobs[0], *[j for j in jobs if j[0] == "launch_outcome"]):
+        again = app.send_task(f"apportion.{kind}", args=[job]).get(timeout=120, interval=0.01)
+        outputs.append(again)
+        if console is not None and kind == "launch_outcome":
+            console.print(f"  sent again: recorded={again['result']['recorded']}")
+    return outputs
+
+
+def _print_events(
+    console: Console, publisher: MemoryPublisher, history: MemoryFailureStore
+) -> None:
     console.rule("result events (one per job; the re-sent jobs published nothing new)")
     table = Table()
     for column in ("entry", "kind", "status", "job_id"):
@@ -179,4 +198,3 @@ def run_demo(as_json: bool = False) -> int:
         table.add_row(f"{i}-0", event["kind"], event["status"], event["job_id"])
     console.print(table)
     console.print(f"launch-failures stream: {len(history.stream)} entries")
-    return 0

@@ -106,23 +106,32 @@ def launch_with_retries(
             ),
             now(),
         )
-        tried.append(
-            {
-                "attempt": attempt,
-                "account": account,
-                "chosen": selection["chosen"],
-                "roll": selection["roll"],
-                # What the dice saw: the most preferred group's probabilities.
-                "probabilities": selection["groups"][0]["probabilities"],
-                "failures": result.get("extra", {}).get("failures"),
-                "ok": outcome.ok,
-                "reason": outcome.reason,
-            }
-        )
+        tried.append(_attempt(attempt, result, outcome))
         if outcome.ok or attempt == attempts:
             break
         excluded.append(account)
         current = reselect({**job, "exclude_accounts": excluded})
+    return _with_attempts(current, tried)
+
+
+def _attempt(attempt: int, result: Mapping[str, Any], outcome: LaunchOutcome) -> dict[str, Any]:
+    """One launch attempt as the envelope's ``attempts`` lists it."""
+    selection = result["selection"]
+    return {
+        "attempt": attempt,
+        "account": selection["account"],
+        "chosen": selection["chosen"],
+        "roll": selection["roll"],
+        # What the dice saw: the most preferred group's probabilities.
+        "probabilities": selection["groups"][0]["probabilities"],
+        "failures": result.get("extra", {}).get("failures"),
+        "ok": outcome.ok,
+        "reason": outcome.reason,
+    }
+
+
+def _with_attempts(current: Envelope, tried: list[dict[str, Any]]) -> Envelope:
+    """The last selection's envelope with the attempts made, or its error naming them."""
     launched = bool(tried) and tried[-1]["ok"]
     if current.status == "ok" and current.result is not None:
         return replace(current, result={**current.result, "attempts": tried, "launched": launched})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from apportion.codec import encode_text
@@ -35,6 +36,38 @@ def _print(event: StreamEvent, as_json: bool) -> None:
         print(_line(event), flush=True)
 
 
+@dataclass
+class _Outage:
+    """Redis away while following: retried with backoff until ``connect_timeout``."""
+
+    where: str
+    connect_timeout: float
+    since: float | None = None
+    backoff: float = 0.5
+
+    def ended(self) -> None:
+        self.since, self.backoff = None, 0.5
+
+    def give_up(self, exc: StoreUnavailable, idle_over: bool) -> bool:
+        """Say so on stderr; True when following should stop, else after a backoff."""
+        now = time.monotonic()
+        self.since = self.since or now
+        if now - self.since >= self.connect_timeout or idle_over:
+            print(
+                f"apportion events: cannot reach Redis at {self.where} "
+                f"(for {now - self.since:.0f} s): {error_text(exc)}",
+                file=sys.stderr,
+            )
+            return True
+        print(
+            f"apportion events: Redis at {self.where} unavailable ({error_text(exc)}); retrying",
+            file=sys.stderr,
+        )
+        time.sleep(self.backoff)
+        self.backoff = min(self.backoff * 2, 5.0)
+        return False
+
+
 def follow(
     *,
     kinds: Sequence[str],
@@ -63,35 +96,20 @@ def follow(
         consumer=consumer,
         claim_idle_ms=claim_idle_ms,
     )
-    where = redact_url(settings.redis_url)
+    outage = _Outage(redact_url(settings.redis_url), connect_timeout)
     seen = 0
     last = time.monotonic()
-    down_since: float | None = None
-    backoff = 0.5
     while count is None or seen < count:
-        idle = time.monotonic() - last
+        idle_over = idle_exit is not None and time.monotonic() - last > idle_exit
         try:
             sub.ensure_groups()
             events = sub.read(count=100 if count is None else max(1, count - seen))
-            down_since, backoff = None, 0.5
+            outage.ended()
         except StoreUnavailable as exc:
-            now = time.monotonic()
-            down_since = down_since or now
-            if now - down_since >= connect_timeout or (idle_exit is not None and idle > idle_exit):
-                print(
-                    f"apportion events: cannot reach Redis at {where} "
-                    f"(for {now - down_since:.0f} s): {error_text(exc)}",
-                    file=sys.stderr,
-                )
+            if outage.give_up(exc, idle_over):
                 return 1
-            print(
-                f"apportion events: Redis at {where} unavailable ({error_text(exc)}); retrying",
-                file=sys.stderr,
-            )
-            time.sleep(backoff)
-            backoff = min(backoff * 2, 5.0)
             continue
-        if not events and idle_exit is not None and idle > idle_exit:
+        if not events and idle_over:
             break
         for event in events:
             _print(event, as_json)
