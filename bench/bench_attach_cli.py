@@ -51,7 +51,7 @@ def _solve(path: Path, env: Mapping[str, str]) -> tuple[float, float]:
     return wall, cpu
 
 
-def _per_job(one: Path, many: Path, copies: int, env: Mapping[str, str]) -> tuple[float, float]:
+def per_job(one: Path, many: Path, copies: int, env: Mapping[str, str]) -> tuple[float, float]:
     wall_1, cpu_1 = _solve(one, env)
     wall_n, cpu_n = _solve(many, env)
     return (wall_n - wall_1) / (copies - 1), (cpu_n - cpu_1) / (copies - 1)
@@ -90,7 +90,7 @@ def main() -> int:
         for r in range(args.rounds):
             order = list(variants) if r % 2 == 0 else list(reversed(variants))
             for name in order:
-                wall, cpu = _per_job(one, many, args.copies, variants[name])
+                wall, cpu = per_job(one, many, args.copies, variants[name])
                 results[name][0].append(wall)
                 results[name][1].append(cpu)
     load = os.getloadavg()[0]

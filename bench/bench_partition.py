@@ -178,7 +178,7 @@ def _solve_once(src: str | None, path: Path) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def _per_job(src: str | None, one: Path, many: Path, copies: int) -> tuple[float, float]:
+def per_job(src: str | None, one: Path, many: Path, copies: int) -> tuple[float, float]:
     """Wall and CPU ms per job: N copies minus one copy, divided by N − 1."""
     wall_1, cpu_1 = _solve_once(src, one)
     wall_n, cpu_n = _solve_once(src, many)
@@ -198,7 +198,7 @@ def whole_job(job: dict[str, Any], copies: int, rounds: int, baseline: str | Non
         for r in range(rounds):
             names = list(trees) if r % 2 == 0 else list(reversed(trees))
             for name in names:
-                results[name].append(_per_job(trees[name], one, many, copies))
+                results[name].append(per_job(trees[name], one, many, copies))
     for name, samples in results.items():
         wall, cpu = zip(*samples, strict=True)
         print(

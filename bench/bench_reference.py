@@ -62,7 +62,7 @@ from apportion.limits import Limits  # noqa: E402
 from bench import bench_attach_cli, bench_partition  # noqa: E402
 from bench.attach_differential import candlepin_request, rules_file  # noqa: E402
 from bench.bench_attach import make_job as attach_job  # noqa: E402
-from bench.placement_oracle import _canon  # noqa: E402
+from bench.placement_oracle import canon  # noqa: E402
 
 RULES = "candlepin-5.42"
 TARGET_RATIO = 10.0
@@ -303,8 +303,8 @@ def apportion_round(s: Scenario, many: Path, one: Path) -> tuple[float, float]:
     if s.kind == "launch_select":
         return bench_launch_solve.per_job(None, (many, one), s.copies)
     if s.kind == "auto_attach":
-        return bench_attach_cli._per_job(one, many, s.copies, os.environ)
-    return bench_partition._per_job(None, one, many, s.copies)
+        return bench_attach_cli.per_job(one, many, s.copies, os.environ)
+    return bench_partition.per_job(None, one, many, s.copies)
 
 
 def apportion_answer(s: Scenario, one: Path) -> dict[str, Any]:
@@ -329,7 +329,7 @@ def check(s: Scenario, one: Path) -> str:
     assert s.server is not None
     if s.kind == "launch_select":
         theirs = s.server.ask({**s.order, "calls": 1, "answer": True})
-        mine = sorted(_canon(r["allocations"], r["mappings"]) for r in ours["allocation_requests"])
+        mine = sorted(canon(r["allocations"], r["mappings"]) for r in ours["allocation_requests"])
         return _launch_verdict(s, mine, theirs["candidates"])
     if s.kind == "auto_attach":
         theirs = s.server.read()
@@ -366,7 +366,7 @@ def _complete(job: dict[str, Any]) -> set[str]:
         Context(limits=Limits(max_candidates=1_000_000, max_envelope_bytes=1 << 30)),
     ).as_dict()
     return {
-        _canon(r["allocations"], r["mappings"]) for r in envelope["result"]["allocation_requests"]
+        canon(r["allocations"], r["mappings"]) for r in envelope["result"]["allocation_requests"]
     }
 
 
@@ -374,14 +374,14 @@ def _partition_verdict(s: Scenario) -> str:
     import numpy as np
 
     from apportion.partition import lp
-    from bench.partition_differential import _problem, classify
+    from bench.partition_differential import classify, job_problem
 
     assert s.server is not None
     theirs = s.server.read()
     if theirs.get("status") != "ok":
         return f"Bareon failed: {theirs.get('error')}"
     verdict = classify(s.job, theirs)
-    problem = _problem(s.job)
+    problem = job_problem(s.job)
     relaxed = lp.solve(problem)
     assert relaxed is not None
     their_value = float(problem.objective @ np.array([v for row in theirs["raw"] for v in row]))

@@ -88,7 +88,7 @@ def generate(rng: random.Random) -> dict[str, Any]:
     return {"schema": spaces, "hardware": hardware}
 
 
-def _problem(job: dict[str, Any]) -> model.Problem:
+def job_problem(job: dict[str, Any]) -> model.Problem:
     limits = Context().limits
     parsed = schema.parse(PartitionJob.model_validate(job), limits)
     return model.build(parsed.disks, dynamic.resolve(parsed, limits).spaces)
@@ -103,7 +103,7 @@ def _ours(job: dict[str, Any]) -> tuple[str, Any]:
 
 def _fixed_pair_with_different_weights(job: dict[str, Any]) -> bool:
     seen: dict[Any, Any] = {}
-    for space in _problem(job).spaces:
+    for space in job_problem(job).spaces:
         if space.fixed and space.weight != 0:
             key = (space.min_size, space.best_with_disks)
             if seen.setdefault(key, space.weight) != space.weight:
@@ -119,7 +119,7 @@ def _split_by_sort(theirs: dict[str, Any]) -> bool:
 
 
 def _lp_tie(job: dict[str, Any], theirs: dict[str, Any]) -> bool:
-    problem = _problem(job)
+    problem = job_problem(job)
     relaxed = lp.solve(problem)
     their_x = np.array([v for row in theirs["raw"] for v in row])
     if relaxed is None or their_x.shape != relaxed.x.shape:
@@ -137,7 +137,7 @@ def _sizes_verdict(job: dict[str, Any], ours: Any, theirs: dict[str, Any]) -> st
     ]
     if all(a == round(b) for a, b in pairs):
         return "agree: exactly"
-    step = max([1] + [sum(g.weights) for g in _problem(job).groups])
+    step = max([1] + [sum(g.weights) for g in job_problem(job).groups])
     if max(abs(a - b) for a, b in pairs) <= step + 1e-6:
         return "agree: within the integer step (whole MiB, exact shares)"
     if _split_by_sort(theirs):

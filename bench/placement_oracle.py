@@ -118,12 +118,12 @@ def _answer(name: str, payload: dict[str, Any]) -> dict[str, Any] | None:
         "name": name,
         "providers": [dict(p) for p in job.providers],
         "request": job.request,
-        "candidates": sorted(_canon(r["allocations"], r["mappings"]) for r in cs.requests),
+        "candidates": sorted(canon(r["allocations"], r["mappings"]) for r in cs.requests),
         "capped": cs.capped,
     }
 
 
-def _canon(allocations: dict[str, Any], mappings: dict[str, list[str]]) -> str:
+def canon(allocations: dict[str, Any], mappings: dict[str, list[str]]) -> str:
     return json.dumps(
         {
             "allocations": {p: a["resources"] for p, a in allocations.items()},
@@ -436,7 +436,7 @@ def _back(candidate: dict[str, Any], providers: list[dict[str, Any]], names: Nam
         for u, a in candidate["allocations"].items()
     }
     mappings = {s: [by_uuid[u] for u in us] for s, us in candidate.get("mappings", {}).items()}
-    return _canon(allocations, mappings)
+    return canon(allocations, mappings)
 
 
 def _classify(ours: list[str], theirs: list[str]) -> str:

@@ -237,9 +237,7 @@ class SentinelCluster:
 
     @staticmethod
     def _synced(replica: RedisServer) -> bool:
-        with redis.Redis(
-            host="127.0.0.1", port=replica.port, password=replica.password, socket_timeout=2
-        ) as client:
+        with replica.client() as client:
             info = client.info("replication")
             in_sync = info.get("master_link_status") == "up"
             return in_sync and not info.get("master_sync_in_progress")

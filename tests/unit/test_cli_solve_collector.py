@@ -14,7 +14,8 @@ from apportion.cli.solve import collector_paused
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "launch_select.candidates.json"
 
-# Counts the collections from the moment `solve` starts reading its input.
+# Counts every collection in the process from `main()` on (imports and settings included:
+# the tests compare one job with many, so those cancel out).
 PROBE = """
 import gc, sys
 from apportion.cli import main

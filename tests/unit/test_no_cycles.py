@@ -8,15 +8,14 @@ such pass walks every object still alive.
 
 from __future__ import annotations
 
-import gc
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from apportion.engine import run
 from apportion.engine_settings import EngineSettings, engine_context
+from tests.support.cycles import cycles_left
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 JOBS = sorted(p for p in EXAMPLES.glob("*.json") if not p.name.endswith(".envelope.json"))
@@ -29,19 +28,10 @@ def _kind(path: Path) -> str:
 @pytest.mark.parametrize("path", JOBS, ids=lambda p: p.name)
 def test_an_example_job_leaves_no_cycle_for_the_collector(path: Path) -> None:
     payload: Any = json.loads(path.read_text())
-    context = engine_context(EngineSettings())
-    run(_kind(path), payload, context)  # first use: lazy imports and caches are not the job's
-    gc.collect()
-    gc.disable()
-    try:
-        envelope = run(_kind(path), payload, context)
-        status = envelope.status
-        del envelope
-    finally:
-        gc.enable()
+    status, left = cycles_left(_kind(path), payload, engine_context(EngineSettings()))
 
     assert status == "ok"
-    assert gc.collect() == 0
+    assert left == 0
 
 
 def test_every_kind_has_an_example_here() -> None:

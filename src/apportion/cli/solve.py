@@ -7,7 +7,7 @@ import gc
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apportion.cli.common import (
     EXIT_OK,
@@ -21,6 +21,9 @@ from apportion.cli.common import (
     read_vouched_jobs,
 )
 
+if TYPE_CHECKING:
+    from apportion.contracts.envelope import Envelope
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("solve", help="run the engine on a job file and print the envelope")
@@ -31,7 +34,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from apportion.engine import run as run_job
     from apportion.engine_settings import engine_context
 
     config = engine_settings()  # first: it loads a deployment's own kinds
@@ -48,16 +50,12 @@ def run(args: argparse.Namespace) -> int:
         # before the collector resumes, it is not walked even once.
         gc.freeze()
     if not is_array:
-        with collector_paused():
-            envelope = run_job(args.kind, jobs[0], context, vouched=vouched)
+        envelope = solved(args.kind, jobs[0], context, vouched=vouched)
         print_json(envelope.as_dict(), args.pretty)
         return STATUS_EXIT[envelope.status]
     pretty = sys.stdout.isatty() if args.pretty is None else args.pretty
     if pretty:
-        envelopes = []
-        for job in jobs:
-            with collector_paused():
-                envelopes.append(run_job(args.kind, job, context, vouched=vouched))
+        envelopes = [solved(args.kind, job, context, vouched=vouched) for job in jobs]
         print_json([e.as_dict() for e in envelopes], pretty)
     else:
         write_each(args.kind, jobs, context, vouched=vouched)
@@ -72,7 +70,6 @@ def write_each(kind: str, jobs: list[Any], context: Any, *, vouched: bool = Fals
     array encoded at once).
     """
     from apportion.codec import encode
-    from apportion.engine import run as run_job
 
     out = sys.stdout.buffer
     sys.stdout.flush()
@@ -80,12 +77,19 @@ def write_each(kind: str, jobs: list[Any], context: Any, *, vouched: bool = Fals
     jobs.reverse()  # popped from the end: in input order, each dropped once solved
     separator = b""
     while jobs:
-        with collector_paused():
-            envelope = run_job(kind, jobs.pop(), context, vouched=vouched)
+        envelope = solved(kind, jobs.pop(), context, vouched=vouched)
         out.write(separator + encode(envelope.as_dict()))
         separator = b","
     out.write(b"]\n")
     out.flush()
+
+
+def solved(kind: str, job: Any, context: Any, *, vouched: bool) -> Envelope:
+    """One job's envelope, solved with the collector paused (:func:`collector_paused`)."""
+    from apportion.engine import run as run_job
+
+    with collector_paused():
+        return run_job(kind, job, context, vouched=vouched)
 
 
 @contextmanager

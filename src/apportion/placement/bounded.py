@@ -55,7 +55,7 @@ def _subset(candidates: CandidateSet, keep: Sequence[int]) -> CandidateSet:
     found = candidates.found.take(keep)
     summaries = candidates.provider_summaries
     if candidates.forest is not None:
-        summaries = provider_summaries(candidates.forest, found.providers().tolist())
+        summaries = provider_summaries(candidates.forest, found.providers())
     return dataclasses.replace(candidates, found=found, provider_summaries=summaries)
 
 

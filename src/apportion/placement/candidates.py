@@ -251,7 +251,7 @@ def candidates_for(
         found = found[:max_candidates]
     return CandidateSet(
         found=found,
-        provider_summaries=provider_summaries(forest, found.providers().tolist()),
+        provider_summaries=provider_summaries(forest, found.providers()),
         capped=capped,
         max_candidates=max_candidates,
         search_exhausted=exhausted,

@@ -25,7 +25,6 @@ stopping at ``want`` candidates, may prune most of them).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
@@ -121,15 +120,7 @@ def _choices(plan: SlotPlan, spec: SearchSpec, anchors: tuple[int, ...]) -> _Cho
     offsets: list[IntArray] = []
     at = np.array(anchors, dtype=np.int64)
     for i, k in enumerate(spec.order):
-        members, shared = plan.slots[k].members, plan.slots[k].shared
-        if isinstance(members, ByRoot) and isinstance(shared, ByRoot):
-            flat, counts[i] = _joined(at, members, shared)
-        else:
-            # members first, then sharing providers: the order of Searcher.candidates
-            chosen = [members.get(a, ()) + shared.get(a, ()) for a in anchors]
-            counts[i] = list(map(len, chosen))
-            total = int(counts[i].sum())
-            flat = np.fromiter(chain.from_iterable(chosen), dtype=np.int64, count=total)
+        flat, counts[i] = _joined(at, plan.slots[k].members, plan.slots[k].shared)
         flats.append(flat)
         offsets.append(np.cumsum(counts[i]) - counts[i])
     return _Choices(counts, flats, offsets)

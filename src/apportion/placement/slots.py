@@ -72,18 +72,19 @@ class ByRoot(Mapping[int, tuple[int, ...]]):
 
     def _as_dict(self) -> dict[int, tuple[int, ...]]:
         if self._dict is None:
-            roots, providers = self.roots.tolist(), self.providers.tolist()
-            starts = [0, *(np.flatnonzero(np.diff(self.roots)) + 1).tolist()]
-            ends = [*starts[1:], len(roots)]
-            if not roots:
-                starts, ends = [], []
-            self._dict = {
-                roots[a]: tuple(providers[a:b]) for a, b in zip(starts, ends, strict=True)
-            }
+            grouped: dict[int, list[int]] = {}
+            for root, provider in zip(self.roots.tolist(), self.providers.tolist(), strict=True):
+                grouped.setdefault(root, []).append(provider)
+            self._dict = {root: tuple(providers) for root, providers in grouped.items()}
         return self._dict
 
     def __getitem__(self, root: int) -> tuple[int, ...]:
         return self._as_dict()[root]
+
+    def get(self, root: int, default: tuple[int, ...] = ()) -> tuple[int, ...]:  # type: ignore[override]
+        # Mapping's get raises and catches KeyError on every miss; the plain search
+        # looks up every anchor, most of them misses.
+        return self._as_dict().get(root, default)
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._as_dict())
@@ -101,20 +102,16 @@ class Slot:
     suffix: str
     demands: tuple[tuple[str, int], ...]
     # providers of T eligible for a member use, by root T, in job order
-    members: Mapping[int, tuple[int, ...]]
+    members: ByRoot
     # sharing providers eligible for a shared use, by the root T they serve
-    shared: Mapping[int, tuple[int, ...]]
+    shared: ByRoot
 
     def candidates(self, root: int) -> list[int]:
         """Providers that may fill this slot in a candidate anchored at ``root``."""
-        return [*self.members.get(root, ()), *self.shared.get(root, ())]
+        return [*self.members.get(root), *self.shared.get(root)]
 
     def anchors(self) -> set[int]:
-        return _roots_of(self.members) | _roots_of(self.shared)
-
-
-def _roots_of(by_root: Mapping[int, tuple[int, ...]]) -> set[int]:
-    return by_root.keys_set() if isinstance(by_root, ByRoot) else set(by_root)
+        return self.members.keys_set() | self.shared.keys_set()
 
 
 @dataclass(frozen=True, slots=True)

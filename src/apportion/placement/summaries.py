@@ -33,8 +33,7 @@ def provider_summaries(forest: Forest, providers: IntArray) -> dict[str, Provide
     if not len(providers):
         return {}
     # Trees marked in a mask over the provider indices (a root is its tree's index).
-    trees = np.zeros(forest.size, dtype=np.bool_)
-    trees[forest.roots_array[providers]] = True
+    trees = forest.mask(forest.roots_array[providers])
     members: list[int] = np.flatnonzero(trees[forest.roots_array]).tolist()
     at = np.array(members, dtype=np.int64)
     traits = list(map(forest.traits.__getitem__, members))

@@ -33,10 +33,12 @@ def test_grouped_providers_read_as_the_plain_grouping_in_the_order_given(
     by_root, expected = grouped(pairs), plain(pairs)
 
     assert dict(by_root) == expected
+    assert list(by_root) == sorted(expected)  # anchors are visited in root order
     assert by_root.keys_set() == set(expected)
     assert bool(by_root) is bool(expected)
     assert len(by_root) == len(expected)
     assert by_root.get(probe, ()) == expected.get(probe, ())
+    assert by_root.get(probe) == expected.get(probe, ())  # a miss reads as no providers
 
 
 @given(PAIRS, PAIRS, st.lists(ROOT, unique=True).map(sorted))
