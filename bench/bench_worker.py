@@ -438,6 +438,15 @@ PROFILE_STEPS = (
     "apportion.tasks.jobs:success_record",
     "apportion.tasks.jobs:settle_recorded",
     "celery.app.trace:saferepr",
+    "apportion.workers.observe:preview",
+    "apportion.workers.observe:job_line",
+    "apportion.workers.observe:sent_at",
+    "celery.utils.dispatch.signal:Signal.send",
+    "logging:Logger.info",
+    "logging:Logger.findCaller",
+    "logging:Logger.makeRecord",
+    "logging:Logger.handle",
+    "celery.utils.log:ColorFormatter.format",
 )
 
 

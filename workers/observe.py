@@ -22,6 +22,7 @@ stay thin.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from collections.abc import Mapping
@@ -119,40 +120,63 @@ def job_line(
     sent: float | None,
     now: float,
 ) -> None:
+    # Runs once per job in the pool child, whose CPU per job bounds a worker's jobs/s: it
+    # does nothing when the line is off, and logs with Logger.makeRecord and
+    # Logger.handle, what Logger.info does after asking logging's findCaller for the
+    # caller's file, line and function: known here, where findCaller walks the stack.
+    if not log.isEnabledFor(logging.INFO):
+        return
+    task_ms = None if started is None else round((time.monotonic() - started) * 1000, 3)
+    end_to_end_ms = None if sent is None else round((now - sent) * 1000, 3)
+    engine_ms = envelope.get("elapsed_ms")
     error = envelope.get("error") or {}
+    warnings = len(envelope.get("warnings") or ())
     fields: dict[str, Any] = {
         "job_id": envelope.get("job_id"),
         "kind": envelope.get("kind"),
         "status": envelope.get("status"),
         "code": error.get("code"),
-        "engine_ms": envelope.get("elapsed_ms"),
-        "task_ms": None if started is None else round((time.monotonic() - started) * 1000, 3),
-        "end_to_end_ms": None if sent is None else round((now - sent) * 1000, 3),
-        "warnings": len(envelope.get("warnings") or ()),
+        "engine_ms": engine_ms,
+        "task_ms": task_ms,
+        "end_to_end_ms": end_to_end_ms,
+        "warnings": warnings,
         "task_id": task_id,
     }
-    times = ", ".join(
-        f"{name} {fields[key]:.1f} ms"
-        for name, key in (
-            ("engine", "engine_ms"),
-            ("task", "task_ms"),
-            ("end-to-end", "end_to_end_ms"),
-        )
-        if isinstance(fields[key], int | float)
-    )
+    times = []
+    if isinstance(engine_ms, _NUMBER):
+        times.append(f"engine {engine_ms:.1f} ms")
+    if task_ms is not None:
+        times.append(f"task {task_ms:.1f} ms")
+    if end_to_end_ms is not None:
+        times.append(f"end-to-end {end_to_end_ms:.1f} ms")
     why = f" {error.get('code')}: {str(error.get('message'))[:300]}" if error else ""
-    more = f", {fields['warnings']} warnings" if fields["warnings"] else ""
-    log.info(
-        "job %s %s %s%s (%s%s) task %s",
-        fields["job_id"],
-        fields["kind"],
-        fields["status"],
-        why,
-        times,
-        more,
-        task_id,
-        extra={FIELDS: fields},
+    more = f", {warnings} warnings" if warnings else ""
+    log.handle(
+        log.makeRecord(
+            log.name,
+            logging.INFO,
+            _JOB_LINE_FILE,
+            getattr(inspect.currentframe(), "f_lineno", 0),  # this line, not stored: no cycle
+            _JOB_LINE,
+            (
+                fields["job_id"],
+                fields["kind"],
+                fields["status"],
+                why,
+                ", ".join(times),
+                more,
+                task_id,
+            ),
+            None,
+            "job_line",
+            {FIELDS: fields},
+        )
     )
+
+
+_JOB_LINE = "job %s %s %s%s (%s%s) task %s"
+_JOB_LINE_FILE = job_line.__code__.co_filename
+_NUMBER = (int, float)
 
 
 task_prerun.connect(_on_prerun, weak=False)
