@@ -441,6 +441,7 @@ PROFILE_STEPS = (
     "apportion.workers.observe:preview",
     "apportion.workers.observe:job_line",
     "apportion.workers.observe:sent_at",
+    "apportion.tasks.jobs:can_record",
     "celery.utils.dispatch.signal:Signal.send",
     "logging:Logger.info",
     "logging:Logger.findCaller",

@@ -61,7 +61,9 @@ def _time_limit_envelope(
     )
 
 
-def publish_or_retry(task: Task, rt: Runtime, envelope: Envelope, digest: str) -> dict[str, Any]:
+def publish_or_retry(
+    task: Task, rt: Runtime, envelope: Envelope, digest: str, request: Any = None
+) -> dict[str, Any]:
     """Answer once (see workers/results/answers.py); on a Redis outage retry with backoff.
 
     Returns the envelope for the result backend: the one on the stream, stored there
@@ -73,12 +75,16 @@ def publish_or_retry(task: Task, rt: Runtime, envelope: Envelope, digest: str) -
     Redis is slow, not that the job is too big (the job is already solved): it is
     retried like an outage rather than failing the task, which would lose the job.
     Once published, a soft time limit no longer raises (the answer is out).
+
+    ``request``: the task's request (``task.request``), when the caller has it already.
     """
+    if request is None:
+        request = task.request
     envelope, text = bounded(envelope, rt.settings.limits)
     settings = rt.settings
     record = None
-    if can_record(task, same_redis=settings.backend == settings.redis_url):
-        record = success_record(task, text, settings.result_expires)
+    if can_record(task, same_redis=settings.backend == settings.redis_url, request=request):
+        record = success_record(task, text, settings.result_expires, request=request)
     try:
         answer, recorded = settle_recorded(
             rt.publisher, envelope, digest, text, dedup_ttl=settings.dedup_ttl, record=record
@@ -88,7 +94,7 @@ def publish_or_retry(task: Task, rt: Runtime, envelope: Envelope, digest: str) -
     hold_soft_limit()
     stored = answer.as_dict()
     if not recorded:
-        task.backend.mark_as_done(task.request.id, stored, request=task.request)
+        task.backend.mark_as_done(request.id, stored, request=request)
     return stored
 
 
@@ -135,17 +141,21 @@ def _requeue(reason: str) -> Exception:
     return requeue
 
 
-def _solve(task: Task, kind: JobKind, job: Any, rt: Runtime) -> Envelope:
+def _solve(
+    task: Task, kind: JobKind, job: Any, rt: Runtime, task_id: str | None = None
+) -> Envelope:
     # The policy store is read once per job: a re-run (the launcher's next attempt) uses
     # the version the first run used, so the attempts and the envelope agree.
     policies_read: PoliciesRead = {}
+    if task_id is None:
+        task_id = task.request.id
 
     def rerun(again: Any, job_id: str | None = None) -> Envelope:
         return run(
             kind.name,
             again,
             rt.context(policies_read),
-            job_id=job_id or task.request.id,
+            job_id=job_id or task_id,
             reraise=(SoftTimeLimitExceeded,),
         )
 
@@ -156,15 +166,19 @@ def _solve(task: Task, kind: JobKind, job: Any, rt: Runtime) -> Envelope:
     return envelope
 
 
-def execute(task: Task, kind: JobKind, job: Any) -> dict[str, Any]:
+def execute(task: Task, kind: JobKind, job: Any, request: Any = None) -> dict[str, Any]:
+    """Solve ``job`` and answer it. ``request``: ``task.request``, when the caller has it
+    (Celery finds a task's request on a thread-local stack at every ``task.request``)."""
+    if request is None:
+        request = task.request
     rt = get_runtime()
     try:
-        envelope = _solve(task, kind, job, rt)
+        envelope = _solve(task, kind, job, rt, request.id)
     except SoftTimeLimitExceeded:
-        envelope = _time_limit_envelope(kind, job, task.request.id, rt)
+        envelope = _time_limit_envelope(kind, job, request.id, rt)
     except InfrastructureError as exc:  # a store (failure history, policies) could not answer
         raise _retry(task, rt, exc, "solving") from exc
-    return publish_or_retry(task, rt, envelope, fingerprint(job))
+    return publish_or_retry(task, rt, envelope, fingerprint(job), request)
 
 
 def answer_hard_time_limit(name: str, task_id: str, args: Any, kwargs: Any) -> dict[str, Any]:
@@ -231,11 +245,12 @@ def _bad_arguments(
 
 def _make(kind: JobKind) -> Any:
     def job_task(self: Task, *args: Any, **kwargs: Any) -> Answer:
-        verdict = getattr(self.request, VERDICT_HEADER, None)
+        request = self.request  # one look-up of Celery's request stack for the whole job
+        verdict = getattr(request, VERDICT_HEADER, None)
         if verdict is not None:
             envelope = _gate_rejection(kind, self, verdict)
-            answer = publish_or_retry(self, get_runtime(), envelope, fingerprint(["gate", verdict]))
-            return Answer(answer)
+            digest = fingerprint(["gate", verdict])
+            return Answer(publish_or_retry(self, get_runtime(), envelope, digest, request))
         # Any arity is accepted so that a producer's mistake (two jobs in args, the
         # job as a keyword) is answered with a rejected result like any bad job,
         # instead of a TypeError that leaves no result event at all.
@@ -243,10 +258,10 @@ def _make(kind: JobKind) -> Any:
         # in Flower and Celery's log as a short preview (workers/observe.py).
         job = _the_job(args, kwargs)
         if job is not NOT_ONE_JOB:
-            return Answer(execute(self, kind, job))
+            return Answer(execute(self, kind, job, request))
         envelope = _bad_arguments(kind, self, args, kwargs)
-        answer = publish_or_retry(self, get_runtime(), envelope, fingerprint([args, kwargs]))
-        return Answer(answer)
+        digest = fingerprint([args, kwargs])
+        return Answer(publish_or_retry(self, get_runtime(), envelope, digest, request))
 
     job_task.__name__ = kind.name
     job_task.__qualname__ = kind.name

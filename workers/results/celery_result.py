@@ -63,9 +63,12 @@ def _backend_fits(task: Any) -> bool:
     return bool(fits)
 
 
-def can_record(task: Any, same_redis: bool) -> bool:
-    """Whether the event's script may store ``task``'s result (module doc)."""
-    request = task.request
+def can_record(task: Any, same_redis: bool, request: Any = None) -> bool:
+    """Whether the event's script may store ``task``'s result (module doc).
+
+    ``request``: ``task.request``, when the caller has it already."""
+    if request is None:
+        request = task.request
     return (
         same_redis
         and _backend_fits(task)
@@ -77,9 +80,9 @@ def can_record(task: Any, same_redis: bool) -> bool:
     )
 
 
-def success_record(task: Any, envelope_json: bytes, ttl: int) -> ResultRecord:
+def success_record(task: Any, envelope_json: bytes, ttl: int, request: Any = None) -> ResultRecord:
     backend: RedisBackend = task.backend
-    task_id = task.request.id
+    task_id = (task.request if request is None else request).id
     key = backend.get_key_for_task(task_id)
     return ResultRecord(
         key=key.decode() if isinstance(key, bytes) else str(key),

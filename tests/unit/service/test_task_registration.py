@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery.utils.saferepr import saferepr
 
 from apportion.config.settings import Settings
 from apportion.engine import Context, run
 from apportion.workers.app import create_app
+from apportion.workers.history.failure_store import MemoryFailureStore
 from apportion.workers.observe import PREVIEW_MAX, Answer
+from apportion.workers.results.publisher import MemoryPublisher
+from apportion.workers.runtime import Runtime, set_runtime
 
 SMALL = {
     "job_id": "6f1c2a9e-4b7d-4c1e-9a53-2f0e8d7b1c44",
@@ -33,3 +38,50 @@ def test_what_celery_shows_of_a_result_is_a_short_preview_led_by_the_status() ->
     assert shown.endswith("result: disks, volume_groups, partitions")
     assert len(shown) <= PREVIEW_MAX
     assert "logical_volumes" not in shown
+
+
+class _CountingStack:
+    """A task's request stack that counts how often the task asks for its request."""
+
+    def __init__(self, stack: Any) -> None:
+        self.stack = stack
+        self.reads = 0
+
+    @property
+    def top(self) -> Any:
+        self.reads += 1
+        return self.stack.top
+
+    def push(self, request: Any) -> None:
+        self.stack.push(request)
+
+    def pop(self) -> Any:
+        return self.stack.pop()
+
+
+def test_a_job_task_finds_its_request_once_and_answers_under_its_task_id() -> None:
+    settings = Settings()
+    app = create_app(settings, broker="memory://", backend="cache+memory://")
+    task = app.tasks["apportion.partition"]
+    publisher = MemoryPublisher()
+    set_runtime(Runtime(settings=settings, publisher=publisher, failures=MemoryFailureStore()))
+    counting = _CountingStack(task.request_stack)
+    task.request_stack = counting
+    task.push_request(id="task-1", args=[], kwargs={})
+    try:
+        counting.reads = 0
+        answer = task.run({k: v for k, v in SMALL.items() if k != "job_id"})
+        reads = counting.reads
+    finally:
+        task.pop_request()
+        del task.request_stack
+        set_runtime(None)
+
+    # Celery finds a request on a thread-local stack, for a cost, at every task.request.
+    assert reads == 1
+    # A job without a job_id is answered under its task id, on the stream and as the
+    # task's stored result (a backend the event's script cannot write: Celery's own).
+    assert isinstance(answer, Answer)
+    assert answer.envelope["job_id"] == "task-1"
+    assert [e.job_id for e in publisher.envelopes()] == ["task-1"]
+    assert task.backend.get_result("task-1") == answer.envelope
