@@ -84,15 +84,12 @@ class Runtime:
             done = history.record(event, now)
             return OUTSIDE_RETENTION if done.outside_retention else done.recorded
 
-        base = engine_context(self.settings, now)
-        return Context(
-            limits=base.limits,
-            now=now,
-            default_policy=base.default_policy,
+        return engine_context(
+            self.settings,
+            now,
+            policy_lookup=None if store is None else policy_lookup,
             failure_counts=failure_counts,
             record_outcome=record_outcome,
-            policy_lookup=None if store is None else policy_lookup,
-            allow_inline_policy=base.allow_inline_policy,
         )
 
 

@@ -20,7 +20,7 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from apportion import kinds
-from apportion.engine import Context
+from apportion.engine import Context, FailureCounts, PolicyLookup, RecordOutcome
 from apportion.errors import Rejected
 from apportion.limits import DEFAULT_LIMITS, Limits
 
@@ -86,13 +86,24 @@ def load_default_policy(path: str | None = None) -> tuple[dict[str, Any], ...] |
     return tuple(modules)
 
 
-def engine_context(settings: EngineSettings, now: datetime | None = None) -> Context:
-    """The engine context a worker or the CLI gives every job."""
+def engine_context(
+    settings: EngineSettings,
+    now: datetime | None = None,
+    *,
+    policy_lookup: PolicyLookup | None = None,
+    failure_counts: FailureCounts | None = None,
+    record_outcome: RecordOutcome | None = None,
+) -> Context:
+    """The engine context a worker or the CLI gives every job; a worker passes in its
+    stores (workers/runtime.py), built into the one context, as a worker does per job."""
     return Context(
         limits=settings.limits,
         now=now or datetime.now(UTC),
         default_policy=load_default_policy(settings.default_policy_file),
         allow_inline_policy=settings.allow_inline_policy,
+        policy_lookup=policy_lookup,
+        failure_counts=failure_counts,
+        record_outcome=record_outcome,
     )
 
 

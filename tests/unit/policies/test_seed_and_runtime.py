@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from apportion.config.settings import Settings
 from apportion.engine import run
 from apportion.errors import Rejected
+from apportion.limits import Limits
 from apportion.workers.history.failure_store import MemoryFailureStore
 from apportion.workers.policies.seed import seed_default_policy
 from apportion.workers.policies.store import PolicyStore
@@ -128,6 +129,32 @@ def test_the_worker_context_carries_the_inline_policy_setting() -> None:
 
     assert env.error is not None
     assert env.error.code == "inline_policy_disabled"
+
+
+def test_the_worker_context_carries_the_settings_limits_and_the_failure_history() -> None:
+    limits = Limits(max_json_items=1234)
+    asked: list[tuple[list[str], float, Any]] = []
+
+    class History(MemoryFailureStore):
+        def counts(self, accounts: Any, window_hours: float, now: Any) -> dict[str, int]:
+            asked.append((list(accounts), window_hours, now))
+            return {"acct-1": 3}
+
+    runtime = Runtime(
+        settings=Settings(limits=limits),
+        publisher=None,  # type: ignore[arg-type]
+        failures=History(),
+    )
+
+    context = runtime.context()
+
+    assert context.limits == limits
+    assert context.policy_lookup is None  # no store: the default policy file decides
+    assert context.default_policy is not None
+    assert context.record_outcome is not None
+    assert context.failure_counts is not None
+    assert context.failure_counts(["acct-1"], 24.0) == {"acct-1": 3}
+    assert asked == [(["acct-1"], 24.0, context.now)]  # the job's one clock reading
 
 
 # ---- YAML forms ---------------------------------------------------------------------
