@@ -25,7 +25,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import signal
 import threading
 from typing import Any
@@ -61,7 +60,7 @@ def fingerprint(job: Any) -> str:
         text = orjson.dumps(job, option=_ORJSON_OPTIONS)
     except TypeError:  # orjson.JSONEncodeError included
         text = b""
-    if not text or _MAYBE_FLOAT_OR_NAN.search(text):
+    if not text or maybe_float_or_nan(text):
         text = _json_dumps_text(job)
     return hashlib.blake2b(text, digest_size=16).hexdigest()
 
@@ -75,7 +74,18 @@ _ORJSON_OPTIONS = (
     | orjson.OPT_PASSTHROUGH_DATETIME
     | orjson.OPT_PASSTHROUGH_SUBCLASS
 )
-_MAYBE_FLOAT_OR_NAN = re.compile(rb"[0-9][.eE]|null")
+_DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0000000000")
+
+
+def maybe_float_or_nan(text: bytes) -> bool:
+    """Whether ``text`` holds a digit followed by ``.``, ``e`` or ``E``, or a ``null``.
+
+    The regular expression ``[0-9][.eE]|null`` says the same; its search tries both
+    branches at every byte, several times the cost of one pass turning every digit into
+    ``0`` and four substring searches (once per job, in the pool child).
+    """
+    zeros = text.translate(_DIGITS_AS_ZERO)
+    return b"0." in zeros or b"0e" in zeros or b"0E" in zeros or b"null" in zeros
 
 
 def _json_dumps_text(job: Any) -> bytes:
@@ -238,6 +248,7 @@ __all__ = [
     "envelope_json",
     "fingerprint",
     "hold_soft_limit",
+    "maybe_float_or_nan",
     "release_soft_limit",
     "settle",
     "settle_recorded",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from typing import Any
 
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 from apportion.contracts import Envelope
 from apportion.limits import Limits
 from apportion.workers.redis.keys import Keys
-from apportion.workers.results.answers import bounded, fingerprint, settle
+from apportion.workers.results.answers import bounded, fingerprint, maybe_float_or_nan, settle
 from apportion.workers.results.publisher import MemoryPublisher, StreamPublisher
 
 
@@ -91,6 +92,23 @@ _JSON = st.recursive(
 @given(_JSON)
 def test_the_fingerprint_is_the_digest_of_what_json_dumps_writes(job: Any) -> None:
     assert fingerprint(job) == _fingerprint_as_json_dumps_writes_it(job)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=40) | st.text(alphabet="0129.eEnulNUL x", max_size=40).map(str.encode))
+def test_the_float_or_nan_check_finds_what_its_regular_expression_finds(text: bytes) -> None:
+    expected = re.search(rb"[0-9][.eE]|null", text) is not None
+
+    assert maybe_float_or_nan(text) is expected
+
+
+def test_the_float_or_nan_check_at_the_edges_of_the_text() -> None:
+    for found in (b"9.", b"x1e", b"5E", b"null", b'{"a":null}'):
+        assert maybe_float_or_nan(found), found
+    assert not maybe_float_or_nan(b'{"size":40000,"id":"e.x","n":"nul"}')
+    assert not maybe_float_or_nan(b"")
+    assert not maybe_float_or_nan(b".5")
+    assert not maybe_float_or_nan(b"Null")
 
 
 def test_the_fingerprint_of_a_seed_job_is_the_one_earlier_versions_stored() -> None:
