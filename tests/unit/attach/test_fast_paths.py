@@ -43,14 +43,37 @@ _RARE_VALUES = {
     "roles": ["Server", "0", "other"],
     "addons": ["EUS", "0"],
 }
+# Readings the model fast path must treat as the view does: "0" or null unset.
+_UNSET_VALUES = {
+    "sockets": ["0", None],
+    "ram": ["0"],
+    "arch": ["0", "ppc64le", None],
+    "instance_multiplier": ["0", "2"],
+    "multi-entitlement": ["0", "no", "YES"],
+    "stacking_id": [None],
+}
+
+
+@st.composite
+def unset_jobs(draw: st.DrawFn) -> dict[str, Any]:
+    """tests.unit.attach.test_invariants.jobs with product attributes that read as unset
+    ("0" or null) or that the filters read differently, and dates without a zone."""
+    payload = draw(jobs())
+    for pool in payload["pools"]:
+        for name, values in _UNSET_VALUES.items():
+            if draw(st.integers(0, 5)) == 0:
+                pool["product_attributes"][name] = draw(st.sampled_from(values))
+        if pool["start_date"] is not None and draw(st.integers(0, 5)) == 0:
+            pool["start_date"] = pool["start_date"].rstrip("Z")  # no zone: read as UTC
+    return payload
 
 
 @st.composite
 def varied_jobs(draw: st.DrawFn) -> dict[str, Any]:
-    """tests.unit.attach.test_invariants.jobs with what it leaves out: consumer types,
-    the rarely set attributes, syspurpose on the pool's own attributes or "0", derived
-    products."""
-    payload = draw(jobs())
+    """unset_jobs with what tests.unit.attach.test_invariants.jobs leaves out: consumer
+    types, the rarely set attributes, syspurpose on the pool's own attributes or "0",
+    derived products."""
+    payload = draw(unset_jobs())
     payload["consumer"]["type"] = draw(st.sampled_from(["system", "person", "hypervisor"]))
     for pool in payload["pools"]:
         for name, values in _RARE_VALUES.items():
@@ -86,12 +109,12 @@ def _attach_input(payload: dict[str, Any]) -> AttachInput:
 
 @SETTINGS
 @given(
-    varied_jobs(),
+    st.one_of(varied_jobs(), unset_jobs()),
     st.sampled_from([NOW, datetime.fromisoformat("2026-06-15T00:00:00+00:00")]),
     st.booleans(),
     st.data(),
 )
-def test_a_pool_check_gives_the_availability_and_the_filter_of_the_plain_functions(
+def test_a_pool_check_from_the_view_or_the_model_gives_what_the_plain_functions_give(
     payload: dict[str, Any], at: datetime, below_multiplier: bool, data: st.DataObject
 ) -> None:
     inp = _attach_input(payload)
@@ -116,6 +139,8 @@ def test_a_pool_check_gives_the_availability_and_the_filter_of_the_plain_functio
             below_multiplier=below_multiplier,
         )
         assert check.check(view) == (available, plain)
+        from_model = check.check_model(view.model)
+        assert from_model is None or from_model == (available, plain)
 
 
 # The product's role "0" (unset): the pool's own role is read, in both paths.
