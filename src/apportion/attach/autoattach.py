@@ -225,7 +225,7 @@ def run_attach(inp: AttachInput) -> AttachOutcome:
     quantities, covered = _quantities(picks)
     covered_list = tuple(p for p in needs.to_cover if p in covered)
     uncovered = tuple(p for p in needs.to_cover if p not in covered)
-    not_needed = [k for k in dict.fromkeys(offers.keys) if k not in still]
+    not_needed = [k for k in offers.groups if k not in still]
     record = RunRecord(
         needs, offers, dropped, not_needed, groups, picks, quantities, covered_list, uncovered
     )

@@ -637,6 +637,7 @@ class PoolCheck:
     and anything else is handed to the plain functions (same answers, tested)."""
 
     __slots__ = (
+        "_arches",
         "_at",
         "_attached",
         "_below",
@@ -663,6 +664,8 @@ class PoolCheck:
         self._physical = not consumer.is_guest
         # A pool whose product sets no requires_consumer_type suits only system-like types.
         self._type_ok = consumer.type_label in _SYSTEM_LIKE
+        # arch_matches per product arch, for this consumer (a few distinct values a job).
+        self._arches: dict[str | None, bool] = {}
 
     def check(self, view: PoolView) -> tuple[int, Drop | None]:
         """(currently_available, drop_reason) of ``view`` for this consumer and run."""
@@ -720,7 +723,12 @@ class PoolCheck:
             return amount, Drop("already_attached", "already attached and not multi-entitlement")
         arch = attrs.get("arch")
         consumer = self._consumer
-        if not arch_matches(None if arch == "0" else arch, consumer.arch, consumer.type_label):
+        arch_ok = self._arches.get(arch)
+        if arch_ok is None:
+            arch_ok = self._arches[arch] = arch_matches(
+                None if arch == "0" else arch, consumer.arch, consumer.type_label
+            )
+        if not arch_ok:
             return amount, Drop("arch", f"arch {arch!r} does not include {consumer.arch!r}")
         if attrs.get("stacking_id") is None:
             drop = _model_size_drop(attrs, consumer)
