@@ -12,7 +12,9 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from apportion.attach.autoattach import AttachInput, _needs
+from apportion.attach.autoattach import AttachInput, _attached, _members, _needs
+from apportion.attach.compliance import CoverageContext, Tally
+from apportion.attach.groups import build_groups
 from apportion.attach.inputs import read_compliance, read_consumer, read_entitlements
 from apportion.attach.offers import read_offers
 from apportion.attach.pools import (
@@ -229,3 +231,67 @@ def test_checking_a_pool_list_logs_what_checking_each_pool_logs(
     for i, pool in enumerate(pools):
         check_pool(pool, f"pools[{i}]", each)
     assert together.problems == each.problems
+
+
+def _totals(tally: Tally) -> tuple[object, ...]:
+    return (
+        tally.totals,
+        tally.has,
+        tally.arch_has,
+        tally.arch_bad,
+        tally.host_restricted,
+        tally.limit_has,
+    )
+
+
+def _stack_pool(pool_id: str, sizes: dict[str, str]) -> dict[str, Any]:
+    attrs = {"stacking_id": "s1", "multi-entitlement": "yes", **sizes}
+    return {
+        "id": pool_id,
+        "product_id": "sku",
+        "quantity": 10,
+        "product_attributes": attrs,
+        "provided_products": ["p1"],
+    }
+
+
+# Extra-attribute removal keeps pool b alone: it covers the cores, and without a pool
+# carrying sockets the stack no longer enforces them.
+_EXTRA = {
+    "consumer": {
+        "uuid": "c",
+        "facts": {"cpu.cpu_socket(s)": "8", "cpu.core(s)_per_socket": "4"},
+        "installed_products": ["p1"],
+    },
+    "pools": [
+        _stack_pool("a", {"sockets": "8", "cores": "32"}),
+        _stack_pool("b", {"cores": "32"}),
+    ],
+    "rules": "candlepin-5.42",
+}
+
+
+@SETTINGS
+@given(varied_jobs())
+@example(_EXTRA)
+def test_a_stacks_carried_tally_is_the_tally_of_its_pools_after_every_step(
+    payload: dict[str, Any],
+) -> None:
+    inp = _attach_input(payload)
+    ctx = CoverageContext(inp.consumer)
+    needs = _needs(inp)
+    scorer = Scorer(inp.consumer, needs.wants, inp.profile)
+    partial = inp.compliance.partial_stacks
+    server = inp.profile.reads_like_the_server
+    offers = read_offers(inp.pools, needs, partial, False, server)
+    members, _, _ = _members(inp, offers, scorer, ctx)
+    attached = _attached(ctx, inp.compliance)
+    for group in build_groups(members, ctx, attached, scorer.scale):
+        if not group.stackable:
+            continue
+        for step in (group.validate, group.remove_extra_attributes, group.prune):
+            step()
+            recounted = attached.stack_tally(ctx, group.stack_id)
+            for m in group.members:
+                recounted.add(m.unit, m.available)
+            assert _totals(group._members_tally()) == _totals(recounted)
