@@ -120,32 +120,38 @@ def _members(
     consumer, profile = inp.consumer, inp.profile
     attached_ids = frozenset(e.view.id for e in inp.entitlements if e.active(inp.at))
     partial = {("stack", sid) for sid in inp.compliance.partial_stacks}
-    check = PoolCheck(
+    pool_check = PoolCheck(
         consumer,
         at=inp.at,
         host_uuid=inp.host_uuid,
         attached_pool_ids=attached_ids,
         below_multiplier=profile.drops_pools_below_instance_multiplier,
-    ).check
+    )
+    check, check_model = pool_check.check, pool_check.check_model
     dropped: list[dict[str, str]] = []
-    valid: list[tuple[PoolView, int, int]] = []
+    valid: list[tuple[Pool | PoolView, int, int]] = []
     still: set[GroupKey] = set()
     pools, keys, offered = inp.pools, offers.keys, offers.offers
     for position in compress(count(), offers.given):
         item = pools[position]
-        view = item if isinstance(item, PoolView) else view_pool(item, position)
-        available, drop = check(view)
+        # A pool is read in full (its view) only once it passes the filters, unless the
+        # filters need more than the model's common fields.
+        decided = None if isinstance(item, PoolView) else check_model(item)
+        if decided is None:
+            item = _view(item, position)
+            decided = check(item)
+        available, drop = decided
         if drop is not None:
-            dropped.append({"pool": view.id, "filter": drop.filter, "detail": drop.detail})
+            dropped.append({"pool": item.id, "filter": drop.filter, "detail": drop.detail})
             continue
-        valid.append((view, available, position))
+        valid.append((item, available, position))
         key = keys[position]
         if offered[position] or key in partial:
             still.add(key)
     member = _member_maker(offers, scorer, ctx)
     members = [
-        member(view, available, position)
-        for view, available, position in valid
+        member(_view(item, position), available, position)
+        for item, available, position in valid
         if keys[position] in still
     ]
     return members, dropped, still
@@ -219,7 +225,7 @@ def run_attach(inp: AttachInput) -> AttachOutcome:
     quantities, covered = _quantities(picks)
     covered_list = tuple(p for p in needs.to_cover if p in covered)
     uncovered = tuple(p for p in needs.to_cover if p not in covered)
-    not_needed = [k for k in dict.fromkeys(offers.keys) if k not in still]
+    not_needed = [k for k in offers.groups if k not in still]
     record = RunRecord(
         needs, offers, dropped, not_needed, groups, picks, quantities, covered_list, uncovered
     )

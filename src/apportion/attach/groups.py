@@ -124,6 +124,7 @@ class GroupWork:
     """One entitlement group while the rules work on it (mutable working state)."""
 
     __slots__ = (
+        "_full",
         "_limited",
         "_offers",
         "_quantities",
@@ -161,6 +162,9 @@ class GroupWork:
         self.key = f"stack:{stack_id}" if stackable else f"pool:{first.view.id}"
         self.members: list[Member] = [first]
         self._limited: bool | None = None
+        # The tally of the current members at their availability, once counted: each step
+        # starts from it, and tallies are sums, so it holds whatever the members' order.
+        self._full: Tally | None = None
         # What the steps record for the explanation (empty until a step records something).
         self.initial: Sequence[str] = _NONE
         self.removed_by_validation: Sequence[str] = _NONE
@@ -216,8 +220,11 @@ class GroupWork:
             add(m.unit, m.available)
         return tally
 
-    def _stack_failures(self, members: Sequence[Member]) -> list[str]:
-        return self._tally(members).failures(self._limit(members))
+    def _members_tally(self) -> Tally:
+        """The tally of the current members (shared: copied by whoever changes it)."""
+        if self._full is None:
+            self._full = self._tally(self.members)
+        return self._full
 
     # ---- the steps ---------------------------------------------------------------------
 
@@ -235,7 +242,7 @@ class GroupWork:
             self.failures = tally.failures(limit)
             return False
         self.initial = [m.view.id for m in self.members]
-        tally = self._tally(self.members)
+        tally = self._members_tally()
         limit = self._limit(self.members)
         if tally.covers(limit):
             return True
@@ -245,10 +252,11 @@ class GroupWork:
         kept_ids = {m.view.id for m in kept}
         self.removed_by_validation = [m.view.id for m in self.members if m.view.id not in kept_ids]
         self.members = kept
+        self._full = None
         if not kept:
             self.failures = failures
             return False
-        self.failures = self._stack_failures(kept)
+        self.failures = self._members_tally().failures(self._limit(kept))
         return not self.failures
 
     def remove_extra_attributes(self) -> None:
@@ -264,9 +272,10 @@ class GroupWork:
         original = _product_count(members)
         # The stack's tally less the pools carrying an attribute is the tally of those
         # without it (tallies are sums), so each candidate costs only its removals.
-        full = self._tally(members)
+        full = self._members_tally()
         index = self.ctx.index
         candidates = [members]
+        tallies = [full]
         for attribute in _subset_order(tuple(attributes)):
             without: list[Member] = []
             tally = full.copy()
@@ -284,6 +293,7 @@ class GroupWork:
                 and _product_count(without) == original
             ):
                 candidates.append(without)
+                tallies.append(tally)
         # Score per pool: (virt_only 100 + host-specific 150) summed over the candidate's
         # pools and divided by their number; compared exactly by cross-multiplying.
         best, best_total, size = 0, 0, len(members)
@@ -302,6 +312,7 @@ class GroupWork:
             chosen = {m.view.id for m in candidates[best]}
             self.removed_as_extra = [m.view.id for m in members if m.view.id not in chosen]
             self.members = list(candidates[best])
+            self._full = tallies[best]
             kept: set[Offer] = set()
             for m in self.members:
                 kept |= m.protects
@@ -312,7 +323,7 @@ class GroupWork:
             return  # the only pool of a group that is needed stays
         members = sorted(self.members, key=cmp_to_key(partial(_compare, self.scale)))
         self.sort_ties = _ties(members, self.scale)
-        tally = self._tally(members)
+        tally = self._members_tally().copy()
         counts: Counter[Offer] = Counter()
         for m in members:
             counts.update(m.protects)
@@ -336,6 +347,7 @@ class GroupWork:
                     offered += 1
                 counts[offer] += 1
         self.members = members
+        self._full = tally
         self.pruned = pruned
 
     # ---- metrics used to pick the best groups ------------------------------------------
@@ -382,7 +394,7 @@ class GroupWork:
                 result[m.view.id] = m.step
             return result
         current = [m.available for m in members]
-        full = self._tally(members)
+        full = self._members_tally().copy()
         for i, m in enumerate(members):
             rest = full.copy()
             rest.add(m.unit, current[i], -1)

@@ -46,7 +46,8 @@ class PoolOffers:
     considered: set[GroupKey] = field(default_factory=set)
     # Pools of considered stacks that the server does not give the rules.
     left_out: dict[GroupKey, list[str]] = field(default_factory=dict)
-    not_needed: list[GroupKey] = field(default_factory=list)
+    # Every group once, in the order of its first pool.
+    groups: dict[GroupKey, None] = field(default_factory=dict)
 
 
 class _Reader:
@@ -203,14 +204,14 @@ def _decide(
     partial: set[GroupKey],
     server: bool,
 ) -> PoolOffers:
-    seen = dict.fromkeys(out.keys)
+    keys = out.keys
+    seen = out.groups = dict.fromkeys(keys)
     considered = out.considered = needing | (partial & seen.keys())
-    out.not_needed = [key for key in seen if key not in considered]
     if not server:
-        out.given = [key in considered for key in out.keys]
+        out.given = [key in considered for key in keys]
         return out
-    keys, left_out = out.keys, out.left_out
-    for position, given in enumerate(out.given):
-        if not given and (key := keys[position])[0] == "stack" and key in considered:
-            left_out.setdefault(key, []).append(pools[position].id)
+    left_out = out.left_out
+    for key, given, pool in zip(keys, out.given, pools, strict=True):
+        if not given and key[0] == "stack" and key in considered:
+            left_out.setdefault(key, []).append(pool.id)
     return out

@@ -196,6 +196,8 @@ _RARE = frozenset(
 # per job, so views are built with tuple.__new__ directly (same object, same fields).
 _new_view = tuple.__new__
 _EMPTY: frozenset[str] = frozenset()
+# The values an attribute reads as unset.
+_UNSET = (None, "0")
 _NO_ATTRIBUTES: Mapping[str, str] = MappingProxyType({})
 
 # Pure functions of a few distinct strings, called for thousands of pools: their results
@@ -580,8 +582,14 @@ def _size_filters(view: PoolView, consumer: ConsumerProfile) -> Drop | None:
     """The size filters of footnote [2]: a non-stacked pool too small for the consumer."""
     if view.stacked:
         return None
+    return _size_drop(view.sizes, view.size("vcpu", consumer.is_guest), consumer)
+
+
+def _size_drop(
+    sizes: Mapping[str, int], vcpu: int | None, consumer: ConsumerProfile
+) -> Drop | None:
+    """:func:`_size_filters` on a non-stacked pool's sizes and its vcpu as the consumer reads it."""
     guest = consumer.is_guest
-    sizes = view.sizes
     sockets = sizes.get("sockets")
     if (
         not guest
@@ -596,7 +604,6 @@ def _size_filters(view: PoolView, consumer: ConsumerProfile) -> Drop | None:
     ram = sizes.get("ram")
     if ram is not None and consumer.ram > ram:
         return Drop("ram", f"covers {ram} GB of RAM, the consumer has {consumer.ram} GB")
-    vcpu = view.size("vcpu", guest)
     if guest and consumer.vcpu and vcpu is not None and 0 < vcpu < consumer.vcpu:
         return Drop("vcpu", f"covers {vcpu} vCPUs, the guest has {consumer.vcpu}")
     band = sizes.get("storage_band")
@@ -608,6 +615,21 @@ def _size_filters(view: PoolView, consumer: ConsumerProfile) -> Drop | None:
     return None
 
 
+def _model_size_drop(attrs: Mapping[str, str | None], consumer: ConsumerProfile) -> Drop | None:
+    """:func:`_size_filters` of a non-stacked pool setting only product attributes, read
+    from them as :func:`view_pool` reads them ("0" or null unset; a guest's vcpu falls back
+    to the cores, which are then both the pool's and the product's reading)."""
+    sizes: dict[str, int] = {}
+    for name in _SIZE_NAMES.intersection(attrs):
+        raw = attrs[name]
+        if raw is not None and raw != "0":
+            sizes[name] = int(raw)
+    vcpu = sizes.get("vcpu")
+    if vcpu is None and consumer.is_guest:
+        vcpu = sizes.get("cores")
+    return _size_drop(sizes, vcpu, consumer)
+
+
 class PoolCheck:
     """:func:`currently_available` and :func:`drop_reason` with one consumer and one run's
     arguments bound: the candlepin-* jobs put a thousand pools or more through them, so the
@@ -615,6 +637,7 @@ class PoolCheck:
     and anything else is handed to the plain functions (same answers, tested)."""
 
     __slots__ = (
+        "_arches",
         "_at",
         "_attached",
         "_below",
@@ -641,6 +664,8 @@ class PoolCheck:
         self._physical = not consumer.is_guest
         # A pool whose product sets no requires_consumer_type suits only system-like types.
         self._type_ok = consumer.type_label in _SYSTEM_LIKE
+        # arch_matches per product arch, for this consumer (a few distinct values a job).
+        self._arches: dict[str | None, bool] = {}
 
     def check(self, view: PoolView) -> tuple[int, Drop | None]:
         """(currently_available, drop_reason) of ``view`` for this consumer and run."""
@@ -669,6 +694,50 @@ class PoolCheck:
         multiplier = view.instance_multiplier
         if self._below and self._physical and multiplier is not None and amount < multiplier:
             return self._plain(view)
+        return amount, None
+
+    def check_model(self, pool: Pool) -> tuple[int, Drop | None] | None:
+        """:meth:`check` of the pool's view, read straight from the model; None when the
+        pool is not of the common kind (own attributes, a rarely set one, an unlimited
+        quantity, a date without a zone, an instance_multiplier to compare), which is
+        then read in full. A pool dropped here is never read in full: about half of the
+        pools the candlepin-* jobs give the rules are dropped by these filters."""
+        quantity = pool.quantity
+        attrs = pool.product_attributes
+        if quantity < 0 or pool.attributes or not self._type_ok or not _RARE.isdisjoint(attrs):
+            return None
+        start, end = pool.start_date, pool.end_date
+        if (start is not None and start.tzinfo is None) or (end is not None and end.tzinfo is None):
+            return None
+        multi = attrs.get("multi-entitlement")
+        multi_ent = multi is not None and multi.lower() == "yes"
+        amount = quantity - pool.consumed
+        if amount > 0 and not multi_ent:
+            amount = 1
+        at = self._at
+        if start is not None and start > at:
+            return amount, Drop("date", f"starts {start.isoformat()}, after {at.isoformat()}")
+        if end is not None and end < at:
+            return amount, Drop("date", f"ended {end.isoformat()}, before {at.isoformat()}")
+        if not multi_ent and pool.id in self._attached:
+            return amount, Drop("already_attached", "already attached and not multi-entitlement")
+        arch = attrs.get("arch")
+        consumer = self._consumer
+        arch_ok = self._arches.get(arch)
+        if arch_ok is None:
+            arch_ok = self._arches[arch] = arch_matches(
+                None if arch == "0" else arch, consumer.arch, consumer.type_label
+            )
+        if not arch_ok:
+            return amount, Drop("arch", f"arch {arch!r} does not include {consumer.arch!r}")
+        if attrs.get("stacking_id") is None:
+            drop = _model_size_drop(attrs, consumer)
+            if drop is not None:
+                return amount, drop
+        if amount <= 0:
+            return amount, Drop("quantity", "no quantity available")
+        if self._below and self._physical and attrs.get("instance_multiplier") not in _UNSET:
+            return None
         return amount, None
 
     def _plain(self, view: PoolView) -> tuple[int, Drop | None]:

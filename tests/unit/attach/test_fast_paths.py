@@ -12,7 +12,9 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from apportion.attach.autoattach import AttachInput, _needs
+from apportion.attach.autoattach import AttachInput, _attached, _members, _needs
+from apportion.attach.compliance import CoverageContext, Tally
+from apportion.attach.groups import build_groups
 from apportion.attach.inputs import read_compliance, read_consumer, read_entitlements
 from apportion.attach.offers import read_offers
 from apportion.attach.pools import (
@@ -43,14 +45,37 @@ _RARE_VALUES = {
     "roles": ["Server", "0", "other"],
     "addons": ["EUS", "0"],
 }
+# Readings the model fast path must treat as the view does: "0" or null unset.
+_UNSET_VALUES = {
+    "sockets": ["0", None],
+    "ram": ["0"],
+    "arch": ["0", "ppc64le", None],
+    "instance_multiplier": ["0", "2"],
+    "multi-entitlement": ["0", "no", "YES"],
+    "stacking_id": [None],
+}
+
+
+@st.composite
+def unset_jobs(draw: st.DrawFn) -> dict[str, Any]:
+    """tests.unit.attach.test_invariants.jobs with product attributes that read as unset
+    ("0" or null) or that the filters read differently, and dates without a zone."""
+    payload = draw(jobs())
+    for pool in payload["pools"]:
+        for name, values in _UNSET_VALUES.items():
+            if draw(st.integers(0, 5)) == 0:
+                pool["product_attributes"][name] = draw(st.sampled_from(values))
+        if pool["start_date"] is not None and draw(st.integers(0, 5)) == 0:
+            pool["start_date"] = pool["start_date"].rstrip("Z")  # no zone: read as UTC
+    return payload
 
 
 @st.composite
 def varied_jobs(draw: st.DrawFn) -> dict[str, Any]:
-    """tests.unit.attach.test_invariants.jobs with what it leaves out: consumer types,
-    the rarely set attributes, syspurpose on the pool's own attributes or "0", derived
-    products."""
-    payload = draw(jobs())
+    """unset_jobs with what tests.unit.attach.test_invariants.jobs leaves out: consumer
+    types, the rarely set attributes, syspurpose on the pool's own attributes or "0",
+    derived products."""
+    payload = draw(unset_jobs())
     payload["consumer"]["type"] = draw(st.sampled_from(["system", "person", "hypervisor"]))
     for pool in payload["pools"]:
         for name, values in _RARE_VALUES.items():
@@ -86,12 +111,12 @@ def _attach_input(payload: dict[str, Any]) -> AttachInput:
 
 @SETTINGS
 @given(
-    varied_jobs(),
+    st.one_of(varied_jobs(), unset_jobs()),
     st.sampled_from([NOW, datetime.fromisoformat("2026-06-15T00:00:00+00:00")]),
     st.booleans(),
     st.data(),
 )
-def test_a_pool_check_gives_the_availability_and_the_filter_of_the_plain_functions(
+def test_a_pool_check_from_the_view_or_the_model_gives_what_the_plain_functions_give(
     payload: dict[str, Any], at: datetime, below_multiplier: bool, data: st.DataObject
 ) -> None:
     inp = _attach_input(payload)
@@ -116,6 +141,8 @@ def test_a_pool_check_gives_the_availability_and_the_filter_of_the_plain_functio
             below_multiplier=below_multiplier,
         )
         assert check.check(view) == (available, plain)
+        from_model = check.check_model(view.model)
+        assert from_model is None or from_model == (available, plain)
 
 
 # The product's role "0" (unset): the pool's own role is read, in both paths.
@@ -204,3 +231,67 @@ def test_checking_a_pool_list_logs_what_checking_each_pool_logs(
     for i, pool in enumerate(pools):
         check_pool(pool, f"pools[{i}]", each)
     assert together.problems == each.problems
+
+
+def _totals(tally: Tally) -> tuple[object, ...]:
+    return (
+        tally.totals,
+        tally.has,
+        tally.arch_has,
+        tally.arch_bad,
+        tally.host_restricted,
+        tally.limit_has,
+    )
+
+
+def _stack_pool(pool_id: str, sizes: dict[str, str]) -> dict[str, Any]:
+    attrs = {"stacking_id": "s1", "multi-entitlement": "yes", **sizes}
+    return {
+        "id": pool_id,
+        "product_id": "sku",
+        "quantity": 10,
+        "product_attributes": attrs,
+        "provided_products": ["p1"],
+    }
+
+
+# Extra-attribute removal keeps pool b alone: it covers the cores, and without a pool
+# carrying sockets the stack no longer enforces them.
+_EXTRA = {
+    "consumer": {
+        "uuid": "c",
+        "facts": {"cpu.cpu_socket(s)": "8", "cpu.core(s)_per_socket": "4"},
+        "installed_products": ["p1"],
+    },
+    "pools": [
+        _stack_pool("a", {"sockets": "8", "cores": "32"}),
+        _stack_pool("b", {"cores": "32"}),
+    ],
+    "rules": "candlepin-5.42",
+}
+
+
+@SETTINGS
+@given(varied_jobs())
+@example(_EXTRA)
+def test_a_stacks_carried_tally_is_the_tally_of_its_pools_after_every_step(
+    payload: dict[str, Any],
+) -> None:
+    inp = _attach_input(payload)
+    ctx = CoverageContext(inp.consumer)
+    needs = _needs(inp)
+    scorer = Scorer(inp.consumer, needs.wants, inp.profile)
+    partial = inp.compliance.partial_stacks
+    server = inp.profile.reads_like_the_server
+    offers = read_offers(inp.pools, needs, partial, False, server)
+    members, _, _ = _members(inp, offers, scorer, ctx)
+    attached = _attached(ctx, inp.compliance)
+    for group in build_groups(members, ctx, attached, scorer.scale):
+        if not group.stackable:
+            continue
+        for step in (group.validate, group.remove_extra_attributes, group.prune):
+            step()
+            recounted = attached.stack_tally(ctx, group.stack_id)
+            for m in group.members:
+                recounted.add(m.unit, m.available)
+            assert _totals(group._members_tally()) == _totals(recounted)
