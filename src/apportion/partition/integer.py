@@ -36,6 +36,7 @@ raises, it is never returned.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -106,10 +107,59 @@ def _round(problem: Problem, x: FloatArray) -> IntArray | None:
 
 
 def from_vertex(problem: Problem, lp: LpSolution) -> IntegerSolution | None:
+    if problem.variables <= PLAIN_VARIABLES:
+        grid = round_plain(problem, lp.x.tolist())
+        if grid is None or violations_plain(problem, grid):
+            return None
+        return IntegerSolution(np.array(grid, dtype=np.int64).ravel(), "vertex")
     x = _round(problem, lp.x)
     if x is None or violations(problem, x, exact_shares=True):
         return None
     return IntegerSolution(x, "vertex")
+
+
+# Up to this many variables the vertex check runs on Python lists: a numpy call costs
+# about a microsecond whatever the size of its array, and the check makes a dozen, more
+# than the arithmetic of a small layout; past it numpy's loops win. Both paths give the
+# same answer (a property test compares them).
+PLAIN_VARIABLES = 64
+
+
+def round_plain(problem: Problem, x: list[float]) -> list[list[int]] | None:
+    """:func:`_round` on a list: the rows of the grid, or None."""
+    rounded = []
+    for v in x:
+        if not math.isfinite(v):
+            return None
+        r = round(v)  # half to even, as np.rint
+        if abs(v - r) > INTEGRAL:
+            return None
+        rounded.append(r)
+    width, real = problem.width, problem.real
+    grid = [rounded[d * width : (d + 1) * width] for d in range(problem.disks)]
+    for row, capacity in zip(grid, problem.capacity.tolist(), strict=True):
+        row[real] = capacity - sum(row[:real])
+    return grid
+
+
+def violations_plain(problem: Problem, grid: list[list[int]]) -> list[str]:
+    """:func:`violations` with exact shares, on the rows of a grid of ints."""
+    out = []
+    if any(v < 0 for row in grid for v in row):
+        out.append("negative size")
+    if any(sum(row) != c for row, c in zip(grid, problem.capacity.tolist(), strict=True)):
+        out.append("a disk's spaces do not add up to its size")
+    size = [sum(row[s] for row in grid) for s in range(problem.real)]
+    if any(v < low for v, low in zip(size, problem.min_size.tolist(), strict=True)):
+        out.append("a space below its min_size")
+    if any(v > high for v, high in zip(size, problem.max_size.tolist(), strict=True)):
+        out.append("a space above its max_size")
+    for group in problem.groups:
+        sizes = [size[s] for s in group.members]
+        lead, w_lead = sizes[0], group.weights[0]
+        if any(v * w_lead != lead * w for v, w in zip(sizes, group.weights, strict=True)):
+            out.append(f"fair shares of {problem.spaces[group.members[0]].id!r} broken")
+    return out
 
 
 def _member_columns(problem: Problem) -> tuple[IntArray, IntArray, FloatArray]:
