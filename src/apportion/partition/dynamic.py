@@ -46,6 +46,9 @@ from apportion.yaql_eval import evaluate_batch
 PREFIX = "yaql="
 MAX_WEIGHT = 10**6
 WEIGHT_DENOMINATOR = 10**6
+# The default weight, made once: Fraction's constructor is Python code, and fractions
+# are immutable, so every space may share it.
+_ONE = Fraction(1)
 
 # Keys with a meaning to the solver; every other key is passed through as an attribute.
 KNOWN_KEYS = frozenset(
@@ -94,7 +97,7 @@ def _expression(value: str) -> str:
     return value.lstrip()[len(PREFIX) :]
 
 
-def evaluate(parsed: ParsedSchema, limits: Limits) -> dict[int, dict[str, Any]]:
+def evaluate(parsed: ParsedSchema, limits: Limits) -> dict[int, Mapping[str, Any]]:
     """Every space's fields with yaql values replaced by their results (index -> fields)."""
     expressions = {
         f"{space.path}.{key}": _expression(value)
@@ -103,7 +106,7 @@ def evaluate(parsed: ParsedSchema, limits: Limits) -> dict[int, dict[str, Any]]:
         if is_expression(value)
     }
     if not expressions:  # most schemas: nothing to evaluate, the fields are the values
-        return {space.index: dict(space.fields) for space in parsed.spaces}
+        return {space.index: space.fields for space in parsed.spaces}  # read, never written
     batch = evaluate_batch(expressions, parsed.hardware, limits)
     batch.raise_if_failed()
     results: Mapping[str, Any] = batch.values
@@ -172,7 +175,7 @@ class _Checker:
             self.fail(path, f"must be a number from 0 to {MAX_WEIGHT}, got {_shown(value)}")
             return Fraction(1)
         if isinstance(value, int):  # already exact; limit_denominator would return it
-            return Fraction(value)
+            return _ONE if value == 1 else Fraction(value)
         exact = Fraction(repr(value))
         weight = exact.limit_denominator(WEIGHT_DENOMINATOR)
         if value > 0 and weight == 0:
