@@ -62,7 +62,7 @@ def _time_limit_envelope(
 
 
 def publish_or_retry(
-    task: Task, rt: Runtime, envelope: Envelope, digest: str, request: Any = None
+    task: Task, rt: Runtime, envelope: Envelope, digest: str, request: Any
 ) -> dict[str, Any]:
     """Answer once (see workers/results/answers.py); on a Redis outage retry with backoff.
 
@@ -76,10 +76,8 @@ def publish_or_retry(
     retried like an outage rather than failing the task, which would lose the job.
     Once published, a soft time limit no longer raises (the answer is out).
 
-    ``request``: the task's request (``task.request``), when the caller has it already.
+    ``request``: the task's request (``task.request``, read once a job by the caller).
     """
-    if request is None:
-        request = task.request
     envelope, text = bounded(envelope, rt.settings.limits)
     settings = rt.settings
     record = None
@@ -141,14 +139,10 @@ def _requeue(reason: str) -> Exception:
     return requeue
 
 
-def _solve(
-    task: Task, kind: JobKind, job: Any, rt: Runtime, task_id: str | None = None
-) -> Envelope:
+def _solve(task: Task, kind: JobKind, job: Any, rt: Runtime, task_id: str) -> Envelope:
     # The policy store is read once per job: a re-run (the launcher's next attempt) uses
     # the version the first run used, so the attempts and the envelope agree.
     policies_read: PoliciesRead = {}
-    if task_id is None:
-        task_id = task.request.id
 
     def rerun(again: Any, job_id: str | None = None) -> Envelope:
         return run(
@@ -166,11 +160,9 @@ def _solve(
     return envelope
 
 
-def execute(task: Task, kind: JobKind, job: Any, request: Any = None) -> dict[str, Any]:
-    """Solve ``job`` and answer it. ``request``: ``task.request``, when the caller has it
-    (Celery finds a task's request on a thread-local stack at every ``task.request``)."""
-    if request is None:
-        request = task.request
+def execute(task: Task, kind: JobKind, job: Any, request: Any) -> dict[str, Any]:
+    """Solve ``job`` and answer it. ``request``: ``task.request``, read once a job by the
+    caller (Celery finds a task's request on a thread-local stack at every read)."""
     rt = get_runtime()
     try:
         envelope = _solve(task, kind, job, rt, request.id)

@@ -497,6 +497,19 @@ class Drop(NamedTuple):
     detail: str
 
 
+def _date_drop(start: datetime | None, end: datetime | None, at: datetime) -> Drop | None:
+    """The date validation: a pool not yet started or already ended at ``at``."""
+    if start is not None and start > at:
+        return Drop("date", f"starts {start.isoformat()}, after {at.isoformat()}")
+    if end is not None and end < at:
+        return Drop("date", f"ended {end.isoformat()}, before {at.isoformat()}")
+    return None
+
+
+def _arch_drop(arch: str | None, consumer: ConsumerProfile) -> Drop:
+    return Drop("arch", f"arch {arch!r} does not include {consumer.arch!r}")
+
+
 def drop_reason(
     view: PoolView,
     consumer: ConsumerProfile,
@@ -509,10 +522,9 @@ def drop_reason(
     below_multiplier: bool = True,
 ) -> Drop | None:
     """The first validation step or pre-entitlement filter ``view`` fails, if any."""
-    if view.start is not None and view.start > at:
-        return Drop("date", f"starts {view.start.isoformat()}, after {at.isoformat()}")
-    if view.end is not None and view.end < at:
-        return Drop("date", f"ended {view.end.isoformat()}, before {at.isoformat()}")
+    drop = _date_drop(view.start, view.end, at)
+    if drop is not None:
+        return drop
     if view.id in attached_pool_ids and not view.multi_ent:
         return Drop("already_attached", "already attached and not multi-entitlement")
     if view.product_consumer_type is None and consumer.type_label not in _SYSTEM_LIKE:
@@ -526,7 +538,7 @@ def drop_reason(
     # The rules' own arch check lets a consumer without an arch fact through, but the
     # server's pre-entitlement check (by consumer type) is the stricter one and runs too.
     if not arch_matches(view.arch, consumer.arch, consumer.type_label):
-        return Drop("arch", f"arch {view.arch!r} does not include {consumer.arch!r}")
+        return _arch_drop(view.arch, consumer)
     drop = _size_filters(view, consumer)
     if drop is not None:
         return drop
@@ -622,7 +634,7 @@ def _model_size_drop(attrs: Mapping[str, str | None], consumer: ConsumerProfile)
     sizes: dict[str, int] = {}
     for name in _SIZE_NAMES.intersection(attrs):
         raw = attrs[name]
-        if raw is not None and raw != "0":
+        if raw not in _UNSET:
             sizes[name] = int(raw)
     vcpu = sizes.get("vcpu")
     if vcpu is None and consumer.is_guest:
@@ -684,7 +696,7 @@ class PoolCheck:
             return self._plain(view)
         consumer = self._consumer
         if not arch_matches(view.arch, consumer.arch, consumer.type_label):
-            return amount, Drop("arch", f"arch {view.arch!r} does not include {consumer.arch!r}")
+            return amount, _arch_drop(view.arch, consumer)
         if not view.stacked:
             drop = _size_filters(view, consumer)
             if drop is not None:
@@ -715,10 +727,9 @@ class PoolCheck:
         if amount > 0 and not multi_ent:
             amount = 1
         at = self._at
-        if start is not None and start > at:
-            return amount, Drop("date", f"starts {start.isoformat()}, after {at.isoformat()}")
-        if end is not None and end < at:
-            return amount, Drop("date", f"ended {end.isoformat()}, before {at.isoformat()}")
+        drop = _date_drop(start, end, at)
+        if drop is not None:
+            return amount, drop
         if not multi_ent and pool.id in self._attached:
             return amount, Drop("already_attached", "already attached and not multi-entitlement")
         arch = attrs.get("arch")
@@ -729,7 +740,7 @@ class PoolCheck:
                 None if arch == "0" else arch, consumer.arch, consumer.type_label
             )
         if not arch_ok:
-            return amount, Drop("arch", f"arch {arch!r} does not include {consumer.arch!r}")
+            return amount, _arch_drop(arch, consumer)
         if attrs.get("stacking_id") is None:
             drop = _model_size_drop(attrs, consumer)
             if drop is not None:

@@ -170,17 +170,17 @@ class _Checker:
     def weight(self, path: str, value: Any) -> Fraction:
         if isinstance(value, bool) or not isinstance(value, int | float):
             self.fail(path, f'must be a number or a "yaql=…" expression, got {value!r:.60}')
-            return Fraction(1)
+            return _ONE
         if (isinstance(value, float) and not math.isfinite(value)) or not 0 <= value <= MAX_WEIGHT:
             self.fail(path, f"must be a number from 0 to {MAX_WEIGHT}, got {_shown(value)}")
-            return Fraction(1)
+            return _ONE
         if isinstance(value, int):  # already exact; limit_denominator would return it
             return _ONE if value == 1 else Fraction(value)
         exact = Fraction(repr(value))
         weight = exact.limit_denominator(WEIGHT_DENOMINATOR)
         if value > 0 and weight == 0:
             self.fail(path, f"a positive weight must be at least 1e-6, got {value!r}")
-            return Fraction(1)
+            return _ONE
         return weight
 
     def best_with(self, path: str, value: Any) -> frozenset[str] | None:
