@@ -235,7 +235,7 @@ def test_a_job_the_launcher_reruns_keeps_the_version_its_first_run_read() -> Non
     )
     task = SimpleNamespace(request=SimpleNamespace(id="task-1"))
 
-    env = _solve(task, kinds.get("launch_select"), small_job("gpu"), runtime)  # type: ignore[arg-type]
+    env = _solve(task, kinds.get("launch_select"), small_job("gpu"), runtime, "task-1")  # type: ignore[arg-type]
 
     assert env.result is not None
     assert [a["ok"] for a in env.result["attempts"]] == [False, False]
