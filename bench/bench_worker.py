@@ -50,6 +50,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from apportion.config.settings import Settings  # noqa: E402
-from apportion.workers.producer import producer_app, sent_now  # noqa: E402
+from apportion.workers.producer import JobSender, producer_app  # noqa: E402
 from tests.support.processes import RedisServer, free_port, wait_until  # noqa: E402
 
 SMALL_PARTITION = {
@@ -234,6 +235,7 @@ class Bench:
     workdir: Path
     server: RedisServer
     nodes: list[Node] = field(default_factory=list)
+    held: ExitStack = field(default_factory=ExitStack)  # producers held for the run
 
     @property
     def redis_pid(self) -> int:
@@ -249,6 +251,7 @@ class Bench:
         return node
 
     def close(self) -> None:
+        self.held.close()
         for node in self.nodes:
             node.stop()
         self.server.stop()
@@ -263,9 +266,11 @@ def _sides(bench: Bench) -> tuple[Side, Side, Any, Any]:
     stock.conf.update(stock_template.conf.changes)
     stock.conf.update(broker_url=bench.url(1), result_backend=bench.url(1))
 
+    # As `apportion submit` sends (workers/producer.py), one producer held for the run.
+    sender = bench.held.enter_context(JobSender(ours))
+
     def send_ours(job: dict[str, Any]) -> str:
-        # As `apportion submit` sends (workers/producer.py).
-        return str(ours.send_task("apportion.partition", args=[job], headers=sent_now()).id)
+        return str(sender.send("apportion.partition", job).id)
 
     def send_stock(job: dict[str, Any]) -> str:
         return str(stock.send_task("stock.noop", args=[job], queue="stock").id)

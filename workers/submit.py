@@ -16,7 +16,7 @@ from kombu.exceptions import OperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from apportion.config.settings import Settings
-from apportion.workers.producer import producer_app, sent_now
+from apportion.workers.producer import JobSender, producer_app
 from apportion.workers.redis.client import error_text, redact_url
 
 Step = Callable[[str], None]
@@ -53,9 +53,10 @@ def send(
                 interval_max=1.0,
             )
         results = []
-        for job in jobs:
-            results.append(app.send_task(task_name, args=[job], headers=sent_now()))
-            step("sent")
+        with JobSender(app) as sender:
+            for job in jobs:
+                results.append(sender.send(task_name, job))
+                step("sent")
     except (OperationalError, OSError, RuntimeError) as exc:
         raise SubmitFailed(
             f"cannot reach the broker at {redact_url(settings.broker)}: {error_text(exc)}"

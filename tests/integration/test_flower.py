@@ -25,7 +25,7 @@ from apportion.config.celeryconfig import celery_config
 from apportion.config.settings import Settings
 from apportion.workers.app import create_app
 from apportion.workers.flower import FlowerApp
-from apportion.workers.producer import producer_app
+from apportion.workers.producer import JobSender, args_preview, producer_app
 from tests.conftest import load_example, own_redis_server
 from tests.integration.conftest import worker_env
 from tests.support.processes import REPO, RedisServer, Worker, free_port, wait_until
@@ -143,9 +143,8 @@ def test_a_rejected_job_is_visibly_rejected_with_a_readable_preview(
     flower_worker: Worker, flower: str, producer: Celery
 ) -> None:
     job_id = f"flower-bad-{uuid.uuid4()}"
-    result = producer.send_task(
-        "apportion.partition", args=[{"job_id": job_id, "schema": [], "hardware": {}}]
-    )
+    job = {"job_id": job_id, "schema": [], "hardware": {}}
+    result = JobSender(producer).send("apportion.partition", job)  # as apportion submit sends
     envelope = result.get(timeout=60)
 
     task = _listed(flower, result.id)
@@ -153,6 +152,7 @@ def test_a_rejected_job_is_visibly_rejected_with_a_readable_preview(
     assert envelope["status"] == "rejected"  # what producers get is the envelope, unchanged
     assert task["result"].startswith("REJECTED invalid_job: ")
     assert f"(job {job_id}, " in task["result"]
+    assert task["args"] == args_preview(job)  # the job's top level, as the sender wrote it
     assert job_id in task["args"]
     rejected = _get(f"{flower}/api/tasks?search=result:REJECTED")
     assert result.id in rejected

@@ -1,0 +1,74 @@
+"""What a producer puts in a job message besides the job: the preview Flower shows."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from apportion.workers.producer import PREVIEW_MAX, args_preview
+
+
+def test_the_preview_shows_a_jobs_top_level_with_containers_by_their_size() -> None:
+    job = {
+        "job_id": "p-1",
+        "schema": [{"id": "os"}, {"id": "root"}, {"id": "swap"}],
+        "hardware": {"ram": 1024, "disks": []},
+        "seed": 7,
+        "explain": False,
+        "note": None,
+    }
+
+    assert args_preview(job) == (
+        '[{"job_id":"p-1","schema":"[3 items]","hardware":"{2 keys}",'
+        '"seed":7,"explain":false,"note":null}]'
+    )
+
+
+def test_a_long_string_is_shown_by_its_first_63_characters() -> None:
+    preview = json.loads(args_preview({"job_id": "j" * 200}))
+
+    assert preview == [{"job_id": "j" * 63 + "…"}]
+
+
+def test_a_preview_never_exceeds_celerys_1024_characters_however_wide_the_job() -> None:
+    job = {f"key{i}": "v" * 60 for i in range(500)}
+
+    preview = args_preview(job)
+
+    assert len(preview) == PREVIEW_MAX == 1024
+    assert preview.endswith("…")
+    assert preview.startswith('[{"key0":"' + "v" * 60)
+
+
+@pytest.mark.parametrize(
+    ("job", "shown"),
+    [
+        ([1, 2, 3], '["[3 items]"]'),
+        ("text", '["text"]'),
+        (None, "[null]"),
+        ({1: "integer key"}, '[{"1":"integer key"}]'),
+        ({"when": {1, 2}}, "[<dict>]"),  # not JSON data: the producer's own error is Celery's
+    ],
+)
+def test_anything_else_a_caller_sends_is_previewed_without_raising(job: Any, shown: str) -> None:
+    assert args_preview(job) == shown
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@given(st.dictionaries(st.text(max_size=80), _json, max_size=40))
+def test_every_json_jobs_preview_is_bounded_and_names_each_shown_key(job: dict[str, Any]) -> None:
+    preview = args_preview(job)
+
+    assert len(preview) <= PREVIEW_MAX
+    if len(preview) < PREVIEW_MAX:
+        assert list(json.loads(preview)[0]) == list(job)
