@@ -501,10 +501,16 @@ def _clean(values: list[Any], node: Any) -> bool:
         nested = chain.from_iterable(v.values() for v in values if type(v) is dict)
         return _clean(list(nested), node.value)
     if isinstance(node, _Names):
-        keys = set().union(*(v for v in values if type(v) is dict))
-        keys.update(
-            item.get("name") for v in values if type(v) is list for item in v if type(item) is dict
-        )
+        named = [v for v in values if type(v) is dict]
+        keys = set().union(*named)
+        if len(named) < len(values):  # Candlepin's lists of {"name", "value"} items
+            keys.update(
+                item.get("name")
+                for v in values
+                if type(v) is list
+                for item in v
+                if type(item) is dict
+            )
         return not any(
             _suggest(k, node.known, 0.85) for k in keys - node.known_set if isinstance(k, str)
         )

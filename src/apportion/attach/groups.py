@@ -23,7 +23,6 @@ group, with the consumer's attached entitlements counted in:
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import cmp_to_key, lru_cache, partial
 from itertools import pairwise
@@ -324,9 +323,12 @@ class GroupWork:
         members = sorted(self.members, key=cmp_to_key(partial(_compare, self.scale)))
         self.sort_ties = _ties(members, self.scale)
         tally = self._members_tally().copy()
-        counts: Counter[Offer] = Counter()
+        # How many of the stack's pools protect each offer (a plain dict: Counter.update
+        # is Python code, called for every pool of every stack).
+        counts: dict[Offer, int] = {}
         for m in members:
-            counts.update(m.protects)
+            for offer in m.protects:
+                counts[offer] = counts.get(offer, 0) + 1
         needed = offered = len(counts)
         pruned: list[str] = []
         for i in range(len(members) - 1, -1, -1):
