@@ -147,8 +147,10 @@ class Scorer:
         "_hundred",
         "_hundred_fifty",
         "_needs",
+        "_plan_twenties",
         "_purpose",
         "_purposes",
+        "_scored_sizes",
         "_sizing",
         "_sizing_plan",
         "_table",
@@ -211,6 +213,9 @@ class Scorer:
         self._hundred = 100 * scale
         self._hundred_fifty = 150 * scale
         self._twenty = 20 * scale
+        self._plan_twenties = self._twenty * len(self._sizing_plan)
+        # The sizing attributes the consumer needs (the plan's attributes are distinct).
+        self._scored_sizes = frozenset(a for a, applies in self._sizing_plan if applies)
 
     def _sizing_entry(self, attribute: str, size: int) -> tuple[int, int]:
         entry = self._table.get((attribute, size))
@@ -272,19 +277,26 @@ class Scorer:
             total += self._hundred
         if view.requires_host is not None:
             total += self._hundred_fifty
-        twenty = self._twenty
-        table = self._table
-        for attribute, applies in self._sizing_plan:
-            size = sizes.get(attribute)
-            if not applies or size is None or size <= 0:
-                total += twenty  # either side does not set it
-                continue
-            entry = table.get((attribute, size))
-            required, points = entry if entry is not None else self._sizing_entry(attribute, size)
-            # Instance-based pools: the available count is in instances, not entitlements.
-            multi = (view.instance_multiplier_pool_first or 1) if attribute == "sockets" else 1
-            if view.quantity - view.consumed >= required * multi:
-                total += points
+        # Each sizing attribute of the plan scores 20 unless both the consumer (a need
+        # above 0) and the pool (a size above 0) set it: the 20s of the whole plan are
+        # counted at once and taken back for the pool's few sizes that score instead.
+        total += self._plan_twenties
+        if sizes:
+            twenty = self._twenty
+            table = self._table
+            scored = self._scored_sizes
+            for attribute, size in sizes.items():
+                if size <= 0 or attribute not in scored:
+                    continue
+                total -= twenty
+                entry = table.get((attribute, size))
+                required, points = (
+                    entry if entry is not None else self._sizing_entry(attribute, size)
+                )
+                # Instance-based pools: the available count is in instances, not entitlements.
+                multi = (view.instance_multiplier_pool_first or 1) if attribute == "sockets" else 1
+                if view.quantity - view.consumed >= required * multi:
+                    total += points
         return total
 
     def value(self, scaled: int | Fraction) -> Fraction:

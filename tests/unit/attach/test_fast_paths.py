@@ -6,7 +6,9 @@ per distinct value; the plain formulation reads every pool on its own.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
+from fractions import Fraction
 from typing import Any
 
 from hypothesis import HealthCheck, example, given, settings
@@ -19,6 +21,7 @@ from apportion.attach.inputs import read_compliance, read_consumer, read_entitle
 from apportion.attach.offers import read_offers
 from apportion.attach.pools import (
     PoolCheck,
+    PoolView,
     check_pool,
     check_pools,
     currently_available,
@@ -194,6 +197,44 @@ def test_a_pool_scores_the_same_whatever_the_pools_scored_before_it(
     for i in order:
         together[i] = shared.score(views[i])
     assert [together[i] for i in range(len(views))] == alone
+
+
+def _sizing_points_by_plan(scorer: Scorer, view: PoolView) -> int:
+    """The sizing part of a pool's score as the reference reads it: each attribute of the
+    plan in turn, 20 points when either side does not set it."""
+    sizes = view.sizes_for(scorer.consumer.is_guest)
+    total = 0
+    for attribute in scorer.profile.sizing_attributes(scorer.consumer):
+        need = Fraction(scorer.consumer.fact(attribute))
+        size = sizes.get(attribute)
+        if need <= 0 or size is None or size <= 0:
+            total += 20 * scorer.scale
+            continue
+        required = math.ceil(need / size)
+        closeness = 10 - (size * required - need) - Fraction(required - 1, 2)
+        multi = (view.instance_multiplier_pool_first or 1) if attribute == "sockets" else 1
+        if view.quantity - view.consumed >= required * multi:
+            total += int(max(Fraction(0), closeness) * 2 * scorer.scale)
+    return total
+
+
+@SETTINGS
+@given(varied_jobs(), st.sampled_from(sorted(PROFILES)))
+def test_a_pools_sizing_points_are_those_of_each_attribute_of_the_plan_in_turn(
+    payload: dict[str, Any], rules: str
+) -> None:
+    payload["rules"] = rules
+    inp = _attach_input(payload)
+    wants = _needs(inp).wants
+    scorer = Scorer(inp.consumer, wants, inp.profile)
+    unsized = Scorer(inp.consumer, wants, inp.profile)
+    for i, pool in enumerate(inp.pools):
+        view = view_pool(pool, i)
+        without_sizes = unsized.score(view, {})
+        plan_twenties = 20 * unsized.scale * len(inp.profile.sizing_attributes(inp.consumer))
+        assert scorer.score(view) == (
+            without_sizes - plan_twenties + _sizing_points_by_plan(scorer, view)
+        )
 
 
 _NUMBERS = ["1", "16", "-1", "0", "x", " 4", "4 ", "unlimited", " Unlimited", "٣", "", None]
