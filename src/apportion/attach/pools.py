@@ -196,8 +196,10 @@ _RARE = frozenset(
 # per job, so views are built with tuple.__new__ directly (same object, same fields).
 _new_view = tuple.__new__
 _EMPTY: frozenset[str] = frozenset()
-# The values an attribute reads as unset.
-_UNSET = (None, "0")
+# The values an attribute reads as unset. A set: attribute values are strings or None,
+# so a membership test is one hash lookup (a tuple compares None with each string the
+# slow way, through both types' comparisons).
+_UNSET: frozenset[str | None] = frozenset((None, "0"))
 _NO_ATTRIBUTES: Mapping[str, str] = MappingProxyType({})
 
 # Pure functions of a few distinct strings, called for thousands of pools: their results
@@ -228,8 +230,7 @@ def _flag(attrs: Mapping[str, str], name: str) -> bool:
 
 def _cleaned(attrs: Mapping[str, str | None]) -> Mapping[str, str]:
     # Most attribute sets hold neither "0" nor null: use them as they are.
-    values = attrs.values()
-    if "0" in values or None in values:
+    if not _UNSET.isdisjoint(attrs.values()):
         return _clean(attrs)
     return cast(Mapping[str, str], attrs)
 
@@ -241,7 +242,7 @@ def _readings(pool: Pool) -> tuple[Mapping[str, str], Mapping[str, str]]:
     product: Mapping[str, str]
     if not product_attributes:
         product = _NO_ATTRIBUTES
-    elif "0" in (values := product_attributes.values()) or None in values:
+    elif not _UNSET.isdisjoint(product_attributes.values()):
         product = _clean(product_attributes)
     else:
         product = cast(Mapping[str, str], product_attributes)  # no None values (checked)
@@ -635,11 +636,14 @@ def _model_size_drop(attrs: Mapping[str, str | None], consumer: ConsumerProfile)
     for name in _SIZE_NAMES.intersection(attrs):
         raw = attrs[name]
         if raw not in _UNSET:
-            sizes[name] = int(raw)
+            sizes[name] = int(cast(str, raw))
     vcpu = sizes.get("vcpu")
     if vcpu is None and consumer.is_guest:
         vcpu = sizes.get("cores")
     return _size_drop(sizes, vcpu, consumer)
+
+
+_UNREAD = Drop("", "")  # a sentinel: not in PoolCheck._size_drops yet
 
 
 class PoolCheck:
@@ -656,6 +660,7 @@ class PoolCheck:
         "_consumer",
         "_host_uuid",
         "_physical",
+        "_size_drops",
         "_type_ok",
     )
 
@@ -678,6 +683,8 @@ class PoolCheck:
         self._type_ok = consumer.type_label in _SYSTEM_LIKE
         # arch_matches per product arch, for this consumer (a few distinct values a job).
         self._arches: dict[str | None, bool] = {}
+        # _model_size_drop per the pool's size attributes as written (SIZE_ATTRIBUTES).
+        self._size_drops: dict[tuple[str | None, ...], Drop | None] = {}
 
     def check(self, view: PoolView) -> tuple[int, Drop | None]:
         """(currently_available, drop_reason) of ``view`` for this consumer and run."""
@@ -742,7 +749,11 @@ class PoolCheck:
         if not arch_ok:
             return amount, _arch_drop(arch, consumer)
         if attrs.get("stacking_id") is None:
-            drop = _model_size_drop(attrs, consumer)
+            # The size filters read five attributes, whose values recur across pools.
+            sizes = tuple(map(attrs.get, SIZE_ATTRIBUTES))
+            drop = self._size_drops.get(sizes, _UNREAD)
+            if drop is _UNREAD:
+                drop = self._size_drops[sizes] = _model_size_drop(attrs, consumer)
             if drop is not None:
                 return amount, drop
         if amount <= 0:

@@ -336,3 +336,58 @@ def test_a_stacks_carried_tally_is_the_tally_of_its_pools_after_every_step(
             for m in group.members:
                 recounted.add(m.unit, m.available)
             assert _totals(group._members_tally()) == _totals(recounted)
+
+
+_SIZE_READINGS = ["1", "2", "4", "8", "0", None]
+
+
+@SETTINGS
+@given(
+    st.fixed_dictionaries(
+        {
+            "cpu.cpu_socket(s)": st.sampled_from(["1", "2", "4", "8"]),
+            "cpu.core(s)_per_socket": st.sampled_from(["1", "2", "4"]),
+            "memory.memtotal": st.sampled_from(["2097152", "8388608"]),
+            "band.storage.usage": st.sampled_from(["1", "4"]),
+            "virt.is_guest": st.sampled_from(["true", "false"]),
+        }
+    ),
+    st.lists(
+        st.dictionaries(
+            st.sampled_from(["sockets", "cores", "ram", "vcpu", "storage_band", "guest_limit"]),
+            st.sampled_from(_SIZE_READINGS),
+        ),
+        min_size=2,
+        max_size=12,
+    ),
+)
+def test_pools_that_write_the_same_sizes_are_filtered_as_each_pool_read_alone(
+    facts: dict[str, str], sizes: list[dict[str, str | None]]
+) -> None:
+    # Non-stacked pools differing only in their sizes: the model check reads the size
+    # filters once per combination of sizes as written, so pools share its answers.
+    log = ProblemLog.new()
+    consumer = read_consumer(
+        AutoAttachJob.model_validate({"consumer": {"uuid": "c", "facts": facts}}).consumer,
+        "consumer",
+        log,
+    )
+    assert not log
+    check = PoolCheck(
+        consumer, at=NOW, host_uuid=None, attached_pool_ids=frozenset(), below_multiplier=False
+    )
+    for i, attrs in enumerate(sizes):
+        view = view_pool(
+            Pool(id=f"p{i}", product_id="sku", quantity=5, product_attributes=attrs), i
+        )
+        available = currently_available(view, consumer)
+        plain = drop_reason(
+            view,
+            consumer,
+            at=NOW,
+            host_uuid=None,
+            attached_pool_ids=frozenset(),
+            available=available,
+            below_multiplier=False,
+        )
+        assert check.check_model(view.model) == (available, plain)
