@@ -1,6 +1,6 @@
 """Instructions per job on a pool child's path, counted by valgrind (callgrind).
 
-    .venv/bin/python bench/bench_child_path.py [--jobs 100] [--warmup 30]
+    .venv/bin/python bench/bench_child_path.py [--jobs 100] [--warmup 30] [--engine-only]
 
 One process runs what a worker's pool child runs for each small partition job
 (bench_worker.SMALL_PARTITION, its own job_id each): Celery's tracer for the task
@@ -13,6 +13,9 @@ uninstrumented, then counts the instructions of ``--jobs`` jobs only (collection
 switched on and dumped by callgrind_control around them). Instruction counts do not
 move with the machine's load, where thread CPU times on a shared machine do by several
 per cent; they miss cache misses, so they rank changes to the same path, not machines.
+
+``--engine-only`` counts ``apportion.engine.run("partition", job)`` alone on the same
+jobs (no Celery, no log line, no redis-server): the engine's share of the path.
 """
 
 from __future__ import annotations
@@ -31,6 +34,21 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.support.processes import RedisServer, free_port  # noqa: E402
+
+
+def engine_child(jobs: int, warmup: int, sync: Path) -> None:
+    """``engine.run`` alone, ``warmup + jobs`` times (run under valgrind)."""
+    from apportion.engine import run
+    from bench.bench_worker import SMALL_PARTITION
+
+    tag = os.getpid()
+    for i in range(warmup + jobs):
+        if i == warmup:
+            _handshake(sync, "ready", "go")
+        got = run("partition", {**SMALL_PARTITION, "job_id": f"j-{tag}-{i:06d}"})
+        if got.status != "ok":
+            raise SystemExit(f"job {i}: {got!r}")
+    _handshake(sync, "done", "end")
 
 
 def child(url: str, jobs: int, warmup: int, sync: Path) -> None:
@@ -70,6 +88,10 @@ def child(url: str, jobs: int, warmup: int, sync: Path) -> None:
         if not repr(got.retval).startswith("OK "):
             raise SystemExit(f"job {i}: {got.retval!r}")
     _handshake(sync, "done", "end")
+
+
+# Passed to the child in place of a redis URL.
+_ENGINE_ONLY = "engine-only"
 
 
 def _handshake(sync: Path, mine: str, theirs: str) -> None:
@@ -119,12 +141,20 @@ def _wait(path: Path, proc: subprocess.Popen[bytes]) -> None:
 def main() -> int:
     if sys.argv[1:2] == ["--child"]:
         url, jobs, warmup, sync = sys.argv[2:6]
-        child(url, int(jobs), int(warmup), Path(sync))
+        if url == _ENGINE_ONLY:
+            engine_child(int(jobs), int(warmup), Path(sync))
+        else:
+            child(url, int(jobs), int(warmup), Path(sync))
         return 0
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--engine-only", action="store_true", help="engine.run alone")
     args = parser.parse_args()
+    if args.engine_only:
+        total = count(_ENGINE_ONLY, args.jobs, args.warmup)
+        print(f"{args.jobs} jobs: {total} instructions, {total / args.jobs:,.0f} a job")
+        return 0
     with tempfile.TemporaryDirectory(prefix="bench-child-redis-") as tmp:
         server = RedisServer(free_port(), Path(tmp))
         server.start()
