@@ -34,9 +34,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 from apportion.errors import Problem, Rejected
 from apportion.limits import Limits, env_name
@@ -56,11 +55,14 @@ KNOWN_KEYS = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Space:
-    """An lv or partition with every value evaluated and checked, sizes in whole MiB."""
+class Space(NamedTuple):
+    """An lv or partition with every value evaluated and checked, sizes in whole MiB.
 
-    index: int  # position in the job's schema (JSON paths)
+    Immutable; a NamedTuple rather than a frozen dataclass for the reason the records
+    of :mod:`.schema` are (a job builds one per space, and cheaply).
+    """
+
+    position: int  # in the job's schema (JSON paths)
     id: str
     type: str  # "lv" | "partition"
     min_size: int
@@ -83,8 +85,7 @@ class Space:
         return self.best_with_disks or None
 
 
-@dataclass(frozen=True, slots=True)
-class Resolved:
+class Resolved(NamedTuple):
     spaces: tuple[Space, ...]  # lvs and partitions, schema order
     vg_attributes: Mapping[str, Mapping[str, Any]]  # vg id -> its evaluated extra keys
 
@@ -99,19 +100,20 @@ def _expression(value: str) -> str:
 
 def evaluate(parsed: ParsedSchema, limits: Limits) -> dict[int, Mapping[str, Any]]:
     """Every space's fields with yaql values replaced by their results (index -> fields)."""
+    # is_expression inlined: this runs over every value of every job
     expressions = {
         f"{space.path}.{key}": _expression(value)
         for space in parsed.spaces
         for key, value in space.fields.items()
-        if is_expression(value)
+        if isinstance(value, str) and value.lstrip().startswith(PREFIX)
     }
     if not expressions:  # most schemas: nothing to evaluate, the fields are the values
-        return {space.index: space.fields for space in parsed.spaces}  # read, never written
+        return {space.position: space.fields for space in parsed.spaces}  # read, never written
     batch = evaluate_batch(expressions, parsed.hardware, limits)
     batch.raise_if_failed()
     results: Mapping[str, Any] = batch.values
     return {
-        space.index: {
+        space.position: {
             key: results[f"{space.path}.{key}"] if is_expression(value) else value
             for key, value in space.fields.items()
         }
@@ -137,7 +139,11 @@ def _shown(value: float) -> str:
 
 
 class _Checker:
-    """Collects every problem of one job so the user sees them all at once."""
+    """Collects every problem of one job so the user sees them all at once.
+
+    A value's JSON path is passed as the space's path and the key, and joined only
+    when the value fails: every space has seven keys to check, and nearly all pass.
+    """
 
     def __init__(self, limits: Limits, disk_ids: frozenset[str]) -> None:
         self.limits = limits
@@ -147,9 +153,10 @@ class _Checker:
     def fail(self, path: str, message: str) -> None:
         self.problems.append(Problem(path, message))
 
-    def size(self, path: str, value: Any) -> float | None:
+    def size(self, space: str, key: str, value: Any) -> float | None:
         if value is None:
             return None
+        path = f"{space}.{key}"
         if isinstance(value, bool) or not isinstance(value, int | float):
             what = "a string" if isinstance(value, str) else type(value).__name__
             self.fail(path, f'must be a number of MiB or a "yaql=…" expression, got {what}')
@@ -167,25 +174,30 @@ class _Checker:
             return None
         return float(value) if isinstance(value, float) else value
 
-    def weight(self, path: str, value: Any) -> Fraction:
+    def weight(self, space: str, value: Any) -> Fraction:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            self.fail(path, f'must be a number or a "yaql=…" expression, got {value!r:.60}')
+            self.fail(
+                f"{space}.weight", f'must be a number or a "yaql=…" expression, got {value!r:.60}'
+            )
             return _ONE
         if (isinstance(value, float) and not math.isfinite(value)) or not 0 <= value <= MAX_WEIGHT:
-            self.fail(path, f"must be a number from 0 to {MAX_WEIGHT}, got {_shown(value)}")
+            self.fail(
+                f"{space}.weight", f"must be a number from 0 to {MAX_WEIGHT}, got {_shown(value)}"
+            )
             return _ONE
         if isinstance(value, int):  # already exact; limit_denominator would return it
             return _ONE if value == 1 else Fraction(value)
         exact = Fraction(repr(value))
         weight = exact.limit_denominator(WEIGHT_DENOMINATOR)
         if value > 0 and weight == 0:
-            self.fail(path, f"a positive weight must be at least 1e-6, got {value!r}")
+            self.fail(f"{space}.weight", f"a positive weight must be at least 1e-6, got {value!r}")
             return _ONE
         return weight
 
-    def best_with(self, path: str, value: Any) -> frozenset[str] | None:
+    def best_with(self, space: str, value: Any) -> frozenset[str] | None:
         if value is None:
             return None
+        path = f"{space}.best_with_disks"
         if not isinstance(value, list):
             self.fail(
                 path,
@@ -206,17 +218,17 @@ class _Checker:
                 ids.add(disk_id)
         return frozenset(ids)
 
-    def text(self, path: str, value: Any) -> str | None:
+    def text(self, space: str, key: str, value: Any) -> str | None:
         if value is None or isinstance(value, str):
             return value
-        self.fail(path, f"must be a string, got {type(value).__name__}")
+        self.fail(f"{space}.{key}", f"must be a string, got {type(value).__name__}")
         return None
 
 
 def _bounds(check: _Checker, path: str, fields: Mapping[str, Any]) -> tuple[int, int | None]:
-    size = check.size(f"{path}.size", fields.get("size"))
-    low = check.size(f"{path}.min_size", fields.get("min_size"))
-    high = check.size(f"{path}.max_size", fields.get("max_size"))
+    size = check.size(path, "size", fields.get("size"))
+    low = check.size(path, "min_size", fields.get("min_size"))
+    high = check.size(path, "max_size", fields.get("max_size"))
     if size is not None:
         exact = math.floor(size + 0.5) if abs(size - round(size)) > SNAP else round(size)
         if low is not None and whole_ceil(low) > exact:
@@ -236,17 +248,18 @@ def _bounds(check: _Checker, path: str, fields: Mapping[str, Any]) -> tuple[int,
 def _space(check: _Checker, raw: RawSpace, fields: Mapping[str, Any]) -> Space:
     path = raw.path
     minimum, maximum = _bounds(check, path, fields)
+    get = fields.get
     return Space(
-        index=raw.index,
-        id=raw.id,
-        type=raw.type,
-        min_size=minimum,
-        max_size=maximum,
-        weight=check.weight(f"{path}.weight", fields.get("weight", 1)),
-        best_with_disks=check.best_with(f"{path}.best_with_disks", fields.get("best_with_disks")),
-        mount=check.text(f"{path}.mount", fields.get("mount")),
-        fs_type=check.text(f"{path}.fs_type", fields.get("fs_type")),
-        attributes={k: v for k, v in fields.items() if k not in KNOWN_KEYS},
+        raw.position,
+        raw.id,
+        raw.type,
+        minimum,
+        maximum,
+        check.weight(path, get("weight", 1)),
+        check.best_with(path, get("best_with_disks")),
+        check.text(path, "mount", get("mount")),
+        check.text(path, "fs_type", get("fs_type")),
+        {k: v for k, v in fields.items() if k not in KNOWN_KEYS},
     )
 
 
@@ -254,9 +267,9 @@ def resolve(parsed: ParsedSchema, limits: Limits) -> Resolved:
     """Evaluate yaql and check every value; raise :class:`Rejected` listing every problem."""
     evaluated = evaluate(parsed, limits)
     check = _Checker(limits, frozenset(d.id for d in parsed.disks))
-    spaces = tuple(_space(check, raw, evaluated[raw.index]) for raw in parsed.allocatable)
+    spaces = tuple(_space(check, raw, evaluated[raw.position]) for raw in parsed.allocatable)
     vg_attributes = {
-        vg.space.id: {k: v for k, v in evaluated[vg.space.index].items() if k not in KNOWN_KEYS}
+        vg.space.id: {k: v for k, v in evaluated[vg.space.position].items() if k not in KNOWN_KEYS}
         for vg in parsed.volume_groups
     }
     if check.problems:

@@ -59,7 +59,7 @@ def diagnose(model: Model) -> Infeasible | None:
                 "the largest share would pass max_size before the smallest reaches min_size; "
                 "give them equal weights or different sizes"
             )
-            path = f"schema[{spaces[group.members[0]].index}].weight"
+            path = f"schema[{spaces[group.members[0]].position}].weight"
             return Infeasible(message, [Problem(path, message)])
         for s, w in zip(group.members, group.weights, strict=True):
             need[s] = low * w
@@ -87,7 +87,7 @@ def diagnose(model: Model) -> Infeasible | None:
     )
     problems = [
         Problem(
-            f"schema[{spaces[s].index}].{'size' if spaces[s].fixed else 'min_size'}",
+            f"schema[{spaces[s].position}].{'size' if spaces[s].fixed else 'min_size'}",
             f"needs {_mib(need[s])} MiB of the {capacity} MiB the disks hold",
         )
         for s in needy

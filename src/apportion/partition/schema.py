@@ -21,8 +21,7 @@ Decisions where the seed and the reference are silent:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from apportion.contracts.partition import Hardware, PartitionJob, Space
 from apportion.errors import Problem, Rejected
@@ -40,34 +39,36 @@ _VALUE_FIELDS = tuple(k for k in Space.model_fields if k not in ("id", "type", "
 SNAP = 1e-6
 
 
-@dataclass(frozen=True, slots=True)
-class RawSpace:
+# The records of a parsed job are NamedTuples: immutable like a frozen dataclass, but a
+# frozen dataclass's __init__ sets every field through object.__setattr__, which costs
+# more than the rest of building a record, and a small job's whole solve is a few
+# hundred microseconds. A field may not be named after a tuple method (index, count).
+
+
+class RawSpace(NamedTuple):
     """A space as written: ``fields`` holds every key except id/type/contains, unevaluated."""
 
-    index: int  # position in the job's `schema` list, for JSON paths
+    position: int  # position in the job's `schema` list, for JSON paths
     id: str
     type: str  # "vg" | "lv" | "partition"
     fields: Mapping[str, Any]
 
     @property
     def path(self) -> str:
-        return f"schema[{self.index}]"
+        return f"schema[{self.position}]"
 
 
-@dataclass(frozen=True, slots=True)
-class VolumeGroup:
+class VolumeGroup(NamedTuple):
     space: RawSpace
     members: tuple[str, ...]  # lv ids in `contains` order
 
 
-@dataclass(frozen=True, slots=True)
-class DiskSpec:
+class DiskSpec(NamedTuple):
     id: str
     capacity: int  # whole MiB
 
 
-@dataclass(frozen=True, slots=True)
-class ParsedSchema:
+class ParsedSchema(NamedTuple):
     spaces: tuple[RawSpace, ...]  # every space, schema order
     volume_groups: tuple[VolumeGroup, ...]
     vg_of: Mapping[str, str]  # lv id -> vg id
