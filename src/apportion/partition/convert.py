@@ -49,26 +49,29 @@ def _disks(problem: Problem, grid: list[list[int]]) -> list[dict[str, Any]]:
 def _volume_groups(
     parsed: ParsedSchema, resolved: Resolved, problem: Problem, grid: list[list[int]]
 ) -> list[dict[str, Any]]:
-    column = {s.id: j for j, s in enumerate(problem.spaces)}
+    if not parsed.volume_groups:
+        return []
+    spaces = problem.spaces
+    column = {s.id: j for j, s in enumerate(spaces)}
+    totals = list(map(sum, zip(*grid, strict=True)))  # every space's MiB over all disks
     out = []
     for vg in parsed.volume_groups:
         lvs = [column[m] for m in vg.members]
-        on_disk = [sum(grid[d][s] for s in lvs) for d in range(problem.disks)]
         logical = [
             {
-                "id": problem.spaces[s].id,
-                "size": sum(row[s] for row in grid),
-                "mount": problem.spaces[s].mount,
-                "fs_type": problem.spaces[s].fs_type,
-                "attributes": dict(problem.spaces[s].attributes),
+                "id": spaces[s].id,
+                "size": totals[s],
+                "mount": spaces[s].mount,
+                "fs_type": spaces[s].fs_type,
+                "attributes": dict(spaces[s].attributes),
             }
             for s in lvs
         ]
-        physical = [
-            {"disk_id": disk_id, "size": size}
-            for disk_id, size in zip(problem.disk_ids, on_disk, strict=True)
-            if size > 0
-        ]
+        physical = []
+        for disk_id, row in zip(problem.disk_ids, grid, strict=True):
+            size = sum([row[s] for s in lvs])
+            if size > 0:
+                physical.append({"disk_id": disk_id, "size": size})
         out.append(
             {
                 "id": vg.space.id,

@@ -73,3 +73,15 @@ def test_a_vertex_off_a_whole_mib_is_not_one_on_either_path() -> None:
     assert integer._round(problem, x) is None
     assert integer.round_plain(problem, x.tolist()) is None
     assert integer.round_plain(problem, [4.0000000001, 6.0]) == [[4, 6]]
+
+
+def test_a_vertex_with_an_infinite_or_undefined_value_is_no_layout() -> None:
+    problem = _problem(
+        {
+            "schema": [{"id": "a", "type": "partition"}],
+            "hardware": {"disks": [{"id": "d", "size": 10}]},
+        }
+    )
+    assert integer.round_plain(problem, [float("inf"), 6.0]) is None
+    assert integer.round_plain(problem, [4.0, float("-inf")]) is None
+    assert integer.round_plain(problem, [float("nan"), 6.0]) is None
