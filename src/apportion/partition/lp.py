@@ -145,12 +145,18 @@ class Model:
 @dataclass(frozen=True, slots=True, eq=False)
 class LpSolution:
     x: FloatArray  # (D·S,)
-    objective: float  # maximised value of c·x
+    cost: FloatArray  # c, the objective's coefficients (maximised)
     # With fair-share groups: the multiplier model the LP was solved in and HiGHS's
     # final basis, from which the integer step's search starts warm.
     shares: Model | None = None
     multipliers: FloatArray | None = None  # (G,) t_g
     basis: highspy.HighsBasis | None = None
+
+    @property
+    def objective(self) -> float:
+        """The maximised value c·x, computed when asked: only the search for exact fair
+        shares reads it, and a numpy product costs as much as a small job's rounding."""
+        return float(self.cost @ self.x)
 
 
 def share_rows(problem: Problem) -> Rows:
@@ -320,7 +326,7 @@ def solve(problem: Problem) -> LpSolution | None:
     x = _highs(problem, matrix, _no_lower_limit(len(rhs)), rhs)
     if x is None:
         return None
-    return LpSolution(x, float(problem.objective @ x))
+    return LpSolution(x, problem.objective)
 
 
 def _solve_with_shares(problem: Problem) -> LpSolution | None:
@@ -330,4 +336,4 @@ def _solve_with_shares(problem: Problem) -> LpSolution | None:
     if solution is None:
         return None
     x, t = solution[: problem.variables], solution[problem.variables :]
-    return LpSolution(x, float(problem.objective @ x), model, t, solver.getBasis())
+    return LpSolution(x, problem.objective, model, t, solver.getBasis())

@@ -166,42 +166,43 @@ def _spaces(job: PartitionJob, problems: list[Problem]) -> tuple[RawSpace, ...]:
     seen: dict[str, int] = {}
     out = []
     for i, space in enumerate(job.spaces):
-        path = f"schema[{i}]"
-        if space.id == UNALLOCATED:
+        # Read once: a pydantic model's attribute costs more than a local's.
+        space_id, space_type = space.id, space.type
+        if space_id == UNALLOCATED:
             problems.append(
-                Problem(f"{path}.id", f"{UNALLOCATED!r} is reserved for the space left free")
+                Problem(f"schema[{i}].id", f"{UNALLOCATED!r} is reserved for the space left free")
             )
-        elif space.id in seen:
+        elif space_id in seen:
             problems.append(
                 Problem(
-                    f"{path}.id",
-                    f"duplicate space id {space.id!r} (first at schema[{seen[space.id]}])",
+                    f"schema[{i}].id",
+                    f"duplicate space id {space_id!r} (first at schema[{seen[space_id]}])",
                 )
             )
         else:
-            seen[space.id] = i
+            seen[space_id] = i
         extra = space.model_extra or {}
         given = space.model_fields_set
-        explicit = given | set(extra)
-        if space.type != "vg" and space.contains is not None:
-            problems.append(
-                Problem(f"{path}.contains", f"only a vg contains spaces, not a {space.type}")
-            )
-        if space.type == "vg":
+        if space_type == "vg":
+            explicit = given | set(extra)
             for key in SIZE_KEYS:
                 if key in explicit and getattr(space, key, None) is not None:
                     problems.append(
                         Problem(
-                            f"{path}.{key}",
+                            f"schema[{i}].{key}",
                             "a vg takes no size: its size is the sum of "
                             "its logical volumes; set sizes on the lvs",
                         )
                     )
+        elif space.contains is not None:
+            problems.append(
+                Problem(f"schema[{i}].contains", f"only a vg contains spaces, not a {space_type}")
+            )
         # What model_dump(exclude={id, type, contains}, exclude_unset=True) gives (the
         # keys the job set, in field order, then the extra keys), without its cost.
         fields = {k: getattr(space, k) for k in _VALUE_FIELDS if k in given}
         fields.update(extra)
-        out.append(RawSpace(i, space.id, space.type, fields))
+        out.append(RawSpace(i, space_id, space_type, fields))
     return tuple(out)
 
 
@@ -210,33 +211,34 @@ def _volume_groups(
 ) -> tuple[tuple[VolumeGroup, ...], dict[str, str]]:
     by_id = {s.id: s for s in reversed(spaces)}  # first definition wins for lookups
     vg_of: dict[str, str] = {}
-    where: dict[str, str] = {}
+    # lv id -> (its vg's space, position in `contains`): the JSON path, should a later
+    # vg list the lv again (joined only then)
+    where: dict[str, tuple[RawSpace, int]] = {}
     groups = []
     for space, model in zip(spaces, job.spaces, strict=True):
         if space.type != "vg":
             continue
         members = []
         for j, ref in enumerate(model.contains or ()):
-            path = f"{space.path}.contains[{j}].id"
-            target = by_id.get(ref.id)
+            ref_id = ref.id
+            target = by_id.get(ref_id)
             if target is None:
-                problems.append(Problem(path, f"unknown space {ref.id!r}"))
+                problems.append(Problem(_ref_path(space, j), f"unknown space {ref_id!r}"))
             elif target.type != "lv":
-                problems.append(
-                    Problem(path, f"{ref.id!r} is a {target.type}; a vg contains only lvs")
-                )
-            elif ref.id in vg_of:
+                message = f"{ref_id!r} is a {target.type}; a vg contains only lvs"
+                problems.append(Problem(_ref_path(space, j), message))
+            elif ref_id in vg_of:
                 problems.append(
                     Problem(
-                        path,
-                        f"lv {ref.id!r} is already in vg {vg_of[ref.id]!r} "
-                        f"({where[ref.id]}); an lv belongs to one vg",
+                        _ref_path(space, j),
+                        f"lv {ref_id!r} is already in vg {vg_of[ref_id]!r} "
+                        f"({_ref_path(*where[ref_id])}); an lv belongs to one vg",
                     )
                 )
             else:
-                vg_of[ref.id] = space.id
-                where[ref.id] = path
-                members.append(ref.id)
+                vg_of[ref_id] = space.id
+                where[ref_id] = (space, j)
+                members.append(ref_id)
         groups.append(VolumeGroup(space, tuple(members)))
     for space in spaces:
         if space.type == "lv" and space.id not in vg_of and by_id.get(space.id) is space:
@@ -247,6 +249,10 @@ def _volume_groups(
                 )
             )
     return tuple(groups), vg_of
+
+
+def _ref_path(vg: RawSpace, j: int) -> str:
+    return f"{vg.path}.contains[{j}].id"
 
 
 def parse(job: PartitionJob, limits: Limits) -> ParsedSchema:

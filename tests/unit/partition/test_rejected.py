@@ -141,3 +141,15 @@ def test_a_size_beyond_the_largest_supported_size_is_rejected() -> None:
     assert _paths(payload([partition("p")], disks(("sda", 1001))), ctx) == [
         "hardware.disks[0].size"
     ]
+
+
+def test_an_lv_listed_by_two_vgs_names_where_the_first_listed_it() -> None:
+    error = _rejected(
+        payload([*in_vg(lv("a")), {"id": "vg2", "type": "vg", "contains": [{"id": "a"}]}])
+    )
+    assert [(p.path, p.message) for p in error.problems] == [
+        (
+            "schema[2].contains[0].id",
+            "lv 'a' is already in vg 'vg1' (schema[0].contains[0].id); an lv belongs to one vg",
+        )
+    ]
