@@ -226,9 +226,13 @@ class _Checker:
 
 
 def _bounds(check: _Checker, path: str, fields: Mapping[str, Any]) -> tuple[int, int | None]:
-    size = check.size(path, "size", fields.get("size"))
-    low = check.size(path, "min_size", fields.get("min_size"))
-    high = check.size(path, "max_size", fields.get("max_size"))
+    # A key most spaces leave out costs no call (here and in _space).
+    size = fields.get("size")
+    low = fields.get("min_size")
+    high = fields.get("max_size")
+    size = None if size is None else check.size(path, "size", size)
+    low = None if low is None else check.size(path, "min_size", low)
+    high = None if high is None else check.size(path, "max_size", high)
     if size is not None:
         exact = math.floor(size + 0.5) if abs(size - round(size)) > SNAP else round(size)
         if low is not None and whole_ceil(low) > exact:
@@ -249,16 +253,29 @@ def _space(check: _Checker, raw: RawSpace, fields: Mapping[str, Any]) -> Space:
     path = raw.path
     minimum, maximum = _bounds(check, path, fields)
     get = fields.get
+    # Checked in this order (weight, best_with_disks, mount, fs_type): problems are
+    # reported in the order they are found.
+    weight = get("weight", 1)
+    weight = _ONE if type(weight) is int and weight == 1 else check.weight(path, weight)
+    best_with = get("best_with_disks")
+    if best_with is not None:
+        best_with = check.best_with(path, best_with)
+    mount = get("mount")
+    if not (mount is None or type(mount) is str):
+        mount = check.text(path, "mount", mount)
+    fs_type = get("fs_type")
+    if not (fs_type is None or type(fs_type) is str):
+        fs_type = check.text(path, "fs_type", fs_type)
     return Space(
         raw.position,
         raw.id,
         raw.type,
         minimum,
         maximum,
-        check.weight(path, get("weight", 1)),
-        check.best_with(path, get("best_with_disks")),
-        check.text(path, "mount", get("mount")),
-        check.text(path, "fs_type", get("fs_type")),
+        weight,
+        best_with,
+        mount,
+        fs_type,
         {k: v for k, v in fields.items() if k not in KNOWN_KEYS},
     )
 
@@ -266,8 +283,10 @@ def _space(check: _Checker, raw: RawSpace, fields: Mapping[str, Any]) -> Space:
 def resolve(parsed: ParsedSchema, limits: Limits) -> Resolved:
     """Evaluate yaql and check every value; raise :class:`Rejected` listing every problem."""
     evaluated = evaluate(parsed, limits)
-    check = _Checker(limits, frozenset(d.id for d in parsed.disks))
-    spaces = tuple(_space(check, raw, evaluated[raw.position]) for raw in parsed.allocatable)
+    check = _Checker(limits, frozenset([d.id for d in parsed.disks]))
+    spaces = tuple(
+        [_space(check, raw, evaluated[raw.position]) for raw in parsed.spaces if raw.type != "vg"]
+    )
     vg_attributes = {
         vg.space.id: {k: v for k, v in evaluated[vg.space.position].items() if k not in KNOWN_KEYS}
         for vg in parsed.volume_groups

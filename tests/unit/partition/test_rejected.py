@@ -153,3 +153,16 @@ def test_an_lv_listed_by_two_vgs_names_where_the_first_listed_it() -> None:
             "lv 'a' is already in vg 'vg1' (schema[0].contains[0].id); an lv belongs to one vg",
         )
     ]
+
+
+def test_the_values_of_a_space_are_reported_in_field_order() -> None:
+    bad = partition(
+        "p", size=-1, weight=-1, best_with_disks=["sdq"], mount="yaql=42", fs_type="yaql=7"
+    )
+    assert [p.path for p in _rejected(payload([bad], ram=1024)).problems] == [
+        "schema[0].size",
+        "schema[0].weight",
+        "schema[0].best_with_disks[0]",
+        "schema[0].mount",
+        "schema[0].fs_type",
+    ]
