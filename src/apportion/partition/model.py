@@ -102,9 +102,10 @@ def fair_share_groups(spaces: Sequence[Space]) -> tuple[Group, ...]:
     """
     buckets: dict[tuple[int, float, frozenset[str] | None], list[int]] = {}
     for s, space in enumerate(spaces):
-        if space.fixed or space.weight == 0:
+        maximum = space.max_size
+        if maximum == space.min_size or space.weight == 0:  # fixed: an int max equal to min
             continue
-        high = math.inf if space.max_size is None else float(space.max_size)
+        high = math.inf if maximum is None else float(maximum)
         buckets.setdefault((space.min_size, high, space.best_with_disks), []).append(s)
     groups = []
     for members in buckets.values():
@@ -125,7 +126,7 @@ def _coprime_integers(weights: Sequence[Fraction]) -> tuple[int, ...]:
 
 def objective(disk_ids: Sequence[str], spaces: Sequence[Space]) -> FloatArray:
     """The reference's objective vector, built without loops over cells."""
-    if all(space.best_with is None for space in spaces):
+    if not any(space.best_with_disks for space in spaces):  # no best_with for any space
         return _objective_without_preferences(len(disk_ids), len(spaces))
     return _objective(len(disk_ids), len(spaces), _preferred(disk_ids, spaces))
 
@@ -173,7 +174,7 @@ def _preferred(disk_ids: Sequence[str], spaces: Sequence[Space]) -> npt.NDArray[
 
 
 def build(disks: Sequence[DiskSpec], spaces: Sequence[Space]) -> Problem:
-    disk_ids = tuple(d.id for d in disks)
+    disk_ids = tuple([d.id for d in disks])
     return Problem(
         disk_ids=disk_ids,
         capacity=np.array([d.capacity for d in disks], dtype=np.int64),

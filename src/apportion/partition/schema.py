@@ -120,7 +120,7 @@ def _check_limits(job: PartitionJob, limits: Limits) -> list[Problem]:
                 f"(raise {env_name('max_disks')})",
             )
         )
-    allocatable = sum(1 for s in job.spaces if s.type != "vg")
+    allocatable = sum([s.type != "vg" for s in job.spaces])
     variables = len(disks) * (allocatable + 1)
     if not problems and variables > limits.max_lp_variables:
         problems.append(
@@ -137,28 +137,29 @@ def _check_limits(job: PartitionJob, limits: Limits) -> list[Problem]:
 def _disks(job: PartitionJob, limits: Limits, problems: list[Problem]) -> tuple[DiskSpec, ...]:
     seen: dict[str, int] = {}
     out = []
+    largest = limits.partition_max_size_mib
     for j, disk in enumerate(job.hardware.disks):
-        path = f"hardware.disks[{j}]"
-        if disk.id in seen:
+        disk_id, size = disk.id, disk.size  # read once, as in _spaces
+        if disk_id in seen:
             problems.append(
                 Problem(
-                    f"{path}.id",
-                    f"duplicate disk id {disk.id!r} (first at hardware.disks[{seen[disk.id]}])",
+                    f"hardware.disks[{j}].id",
+                    f"duplicate disk id {disk_id!r} (first at hardware.disks[{seen[disk_id]}])",
                 )
             )
             continue
-        seen[disk.id] = j
-        if disk.size > limits.partition_max_size_mib:
+        seen[disk_id] = j
+        if size > largest:
             problems.append(
                 Problem(
-                    f"{path}.size",
-                    f"{disk.size:g} MiB exceeds the largest supported size "
-                    f"of {limits.partition_max_size_mib} MiB "
+                    f"hardware.disks[{j}].size",
+                    f"{size:g} MiB exceeds the largest supported size "
+                    f"of {largest} MiB "
                     f"(raise {env_name('partition_max_size_mib')})",
                 )
             )
             continue
-        out.append(DiskSpec(disk.id, whole_floor(disk.size)))
+        out.append(DiskSpec(disk_id, whole_floor(size)))
     return tuple(out)
 
 
