@@ -203,55 +203,49 @@ def _shape_ok(payload: Any, limits: Limits) -> bool:
     Decoded JSON holds exact dicts, lists, strs, ints and floats, so ``type(x) is``
     checks suffice and keep this at a fraction of pydantic's own cost on a large job.
     One level of nesting at a time, so no depth is carried per container; the keys
-    are checked once at the end.
+    are checked once at the end. One function with its bounds in locals: a job is
+    walked on every solve, and a call per level costs more than a small level's values.
     """
     max_string = limits.max_string_length
     if type(payload) is not dict and type(payload) is not list:
         return _scalar_ok(payload, max_string)
+    lo, hi, flo, fhi = INT_MIN, INT_MAX, -_FLOAT_MAX, _FLOAT_MAX
     budget = limits.max_json_items
     dicts: list[dict[Any, Any]] = []
+    keep = dicts.append
     level: list[Any] = [payload]
     for _ in range(limits.max_json_depth):
-        budget = _level_ok(level, dicts, budget, max_string)
-        if budget < 0:
-            return False
-        if not level:
+        # Check the containers in `level` and replace them by the containers they hold.
+        inner: list[Any] = []
+        push = inner.append
+        for value in level:
+            budget -= len(value)
+            if budget < 0:
+                return False
+            if type(value) is dict:
+                keep(value)
+                children: Any = value.values()
+            else:
+                children = value
+            for child in children:
+                kind = type(child)
+                if kind is dict or kind is list:
+                    push(child)
+                elif kind is str:
+                    if len(child) > max_string or not (child.isascii() or _text_ok(child)):
+                        return False
+                elif kind is int:
+                    if not lo <= child <= hi:
+                        return False
+                elif kind is float:
+                    if not flo <= child <= fhi:
+                        return False
+                elif kind is not bool and child is not None:
+                    return False  # not JSON data; the slow pass says where
+        if not inner:
             return _keys_ok(dicts, max_string)
+        level = inner
     return False  # a container deeper than the limit
-
-
-def _level_ok(level: list[Any], dicts: list[dict[Any, Any]], budget: int, max_string: int) -> int:
-    """Check the containers in ``level`` and replace them by the containers they hold;
-    the remaining value budget, negative when anything is wrong."""
-    lo, hi, flo, fhi = INT_MIN, INT_MAX, -_FLOAT_MAX, _FLOAT_MAX  # locals: the loop is hot
-    inner: list[Any] = []
-    push, keep = inner.append, dicts.append
-    for value in level:
-        budget -= len(value)
-        if budget < 0:
-            return -1
-        if type(value) is dict:
-            keep(value)
-            children: Any = value.values()
-        else:
-            children = value
-        for child in children:
-            kind = type(child)
-            if kind is dict or kind is list:
-                push(child)
-            elif kind is str:
-                if len(child) > max_string or not (child.isascii() or _text_ok(child)):
-                    return -1
-            elif kind is int:
-                if not lo <= child <= hi:
-                    return -1
-            elif kind is float:
-                if not flo <= child <= fhi:
-                    return -1
-            elif kind is not bool and child is not None:
-                return -1  # not JSON data; the slow pass says where
-    level[:] = inner
-    return budget
 
 
 def _text_ok(text: str) -> bool:
