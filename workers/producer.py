@@ -75,7 +75,13 @@ def sent_now() -> dict[str, Any]:
     return {SENT_AT_HEADER: time.time()}
 
 
+# orjson writes integers of at most 64 bits; a larger one is shown as its digits.
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+
+
 def _shown(value: Any) -> Any:
+    if type(value) is int and not _INT_MIN <= value <= _INT_MAX:
+        return str(value)
     if isinstance(value, dict):
         return f"{{{len(value)} keys}}"
     if isinstance(value, list | tuple):
@@ -90,7 +96,8 @@ def args_preview(job: Any) -> str:
 
     The job's top level as JSON, each container given by its size (``"[3 items]"``),
     long strings by their start, at most 1,024 characters: what tells one job from
-    another at a glance, at a cost that does not grow with the job. Celery's default
+    another at a glance, at a cost that grows with the job's top-level keys only, not
+    with what they hold. Celery's default
     walks the arguments three levels deep with its ``saferepr`` on every send, in
     Python, for a text that only logs and Flower read; the whole job is in the body.
     """
@@ -113,25 +120,34 @@ class JobSender:
     every job, so each send leaves out what Celery would redo for nothing:
 
     * the producer and its channel are taken from the pool once, not once a send;
-    * ``declare=()``: a job goes to its queue's list directly (a direct route is sent on
-      kombu's default exchange, the list named after the queue), so declaring the queue
-      adds nothing to delivery; workers declare their queues as they consume. Celery
-      would otherwise re-check kombu's declared-entities cache on every send, copying
-      the queue and its exchange each time;
+    * no declaration (``declare=()``): a job goes to its queue's list directly (a
+      direct route is sent on kombu's default exchange, the list named after the
+      queue), so declaring the queue adds nothing to delivery; workers declare their
+      queues as they consume. Celery would otherwise re-check kombu's declared-entities
+      cache on every send, copying the queue and its exchange each time;
     * ``argsrepr`` from :func:`args_preview` and an empty ``kwargsrepr``, instead of a
       repr of the whole job walked by Celery's ``saferepr``.
 
-    Retries on a lost connection are Celery's, as for any ``send_task``.
+    Declaring is left out only when every queue of the app is on a direct exchange
+    (apportion's configuration); with any other exchange a queue's binding is what
+    routes the message, and Celery declares as usual. Retries on a lost connection are
+    Celery's, as for any ``send_task``. A held sender holds one broker connection from
+    the app's pool and, like a kombu producer, is for one thread at a time.
     """
 
     def __init__(self, app: Celery) -> None:
         self.app = app
         self.producer: Producer | None = None  # None: one taken from the pool per send
         self._held: AbstractContextManager[Producer] | None = None
+        direct = all(q.exchange.type == "direct" for q in app.amqp.queues.values())
+        self.declare: tuple[()] | None = () if direct else None
 
     def __enter__(self) -> JobSender:
-        self._held = self.app.producer_or_acquire()
-        self.producer = self._held.__enter__()
+        if self._held is not None:
+            raise RuntimeError("this JobSender already holds a producer")
+        held = self.app.producer_or_acquire()
+        self.producer = held.__enter__()
+        self._held = held
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -146,6 +162,6 @@ class JobSender:
             headers=sent_now(),
             argsrepr=args_preview(job),
             kwargsrepr="{}",
-            declare=(),
+            declare=self.declare,
             producer=self.producer,
         )

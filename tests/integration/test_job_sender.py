@@ -64,14 +64,13 @@ def test_jobs_sent_before_any_worker_wait_in_their_queue_and_are_answered(
     app.close()
 
 
-def test_a_sender_not_held_takes_a_producer_for_each_send(fresh_redis: RedisServer) -> None:
+def test_a_sender_used_without_with_still_sends_each_job(fresh_redis: RedisServer) -> None:
     client = fresh_redis.client()
     app = producer_app(Settings(redis_url=fresh_redis.url))
     sender = JobSender(app)
 
     result = sender.send("apportion.partition", _job("unheld"))
 
-    assert sender.producer is None
     assert client.llen("partition") == 1
     queued = json.loads(client.lindex("partition", 0))
     assert queued["headers"]["id"] == result.id

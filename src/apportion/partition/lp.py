@@ -155,7 +155,7 @@ class LpSolution:
     @property
     def objective(self) -> float:
         """The maximised value c·x, computed when asked: only the search for exact fair
-        shares reads it, and a numpy product costs as much as a small job's rounding."""
+        shares reads it, and every other job would pay for a numpy product unread."""
         return float(self.cost @ self.x)
 
 

@@ -41,8 +41,8 @@ SNAP = 1e-6
 
 # The records of a parsed job are NamedTuples: immutable like a frozen dataclass, but a
 # frozen dataclass's __init__ sets every field through object.__setattr__, which costs
-# more than the rest of building a record, and a small job's whole solve is a few
-# hundred microseconds. A field may not be named after a tuple method (index, count).
+# more than the rest of building a record, on the path of every job. A field may not be
+# named after a tuple method (index, count).
 
 
 class RawSpace(NamedTuple):

@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from kombu import Exchange, Queue
 
-from apportion.workers.producer import PREVIEW_MAX, args_preview
+from apportion.config.settings import Settings
+from apportion.workers.producer import PREVIEW_MAX, JobSender, args_preview, producer_app
 
 
 def test_the_preview_shows_a_jobs_top_level_with_containers_by_their_size() -> None:
@@ -72,3 +74,28 @@ def test_every_json_jobs_preview_is_bounded_and_names_each_shown_key(job: dict[s
     assert len(preview) <= PREVIEW_MAX
     if len(preview) < PREVIEW_MAX:
         assert list(json.loads(preview)[0]) == list(job)
+
+
+def test_an_integer_beyond_64_bits_is_shown_by_its_digits() -> None:
+    assert args_preview({"job_id": "big", "seed": 2**70}) == (
+        '[{"job_id":"big","seed":"1180591620717411303424"}]'
+    )
+
+
+def test_queue_declaration_is_left_out_only_when_every_queue_is_on_a_direct_exchange() -> None:
+    ours = producer_app(Settings(redis_url="redis://127.0.0.1:1/0"))
+    topic = producer_app(Settings(redis_url="redis://127.0.0.1:1/0"))
+    topic.conf.task_queues = [Queue("partition", Exchange("jobs", type="topic"), "partition.#")]
+
+    assert JobSender(ours).declare == ()
+    assert JobSender(topic).declare is None
+
+
+def test_a_sender_refuses_to_hold_a_second_producer() -> None:
+    app = producer_app(Settings(redis_url="redis://127.0.0.1:1/0"))
+    app.conf.broker_url = "memory://"  # a producer without a Redis to reach
+    sender = JobSender(app)
+
+    with sender, pytest.raises(RuntimeError, match="already holds"):
+        sender.__enter__()
+    assert sender.producer is None
