@@ -628,13 +628,13 @@ def _size_drop(
     return None
 
 
-def _model_size_drop(attrs: Mapping[str, str | None], consumer: ConsumerProfile) -> Drop | None:
-    """:func:`_size_filters` of a non-stacked pool setting only product attributes, read
-    from them as :func:`view_pool` reads them ("0" or null unset; a guest's vcpu falls back
-    to the cores, which are then both the pool's and the product's reading)."""
+def _model_size_drop(written: tuple[str | None, ...], consumer: ConsumerProfile) -> Drop | None:
+    """:func:`_size_filters` of a non-stacked pool setting only product attributes, from
+    its :data:`SIZE_ATTRIBUTES` as written, read as :func:`view_pool` reads them ("0" or
+    null unset; a guest's vcpu falls back to the cores, which are then both the pool's
+    and the product's reading). ``written`` is all it reads, so it may key a cache."""
     sizes: dict[str, int] = {}
-    for name in _SIZE_NAMES.intersection(attrs):
-        raw = attrs[name]
+    for name, raw in zip(SIZE_ATTRIBUTES, written, strict=True):
         if raw not in _UNSET:
             sizes[name] = int(cast(str, raw))
     vcpu = sizes.get("vcpu")
@@ -753,7 +753,7 @@ class PoolCheck:
             sizes = tuple(map(attrs.get, SIZE_ATTRIBUTES))
             drop = self._size_drops.get(sizes, _UNREAD)
             if drop is _UNREAD:
-                drop = self._size_drops[sizes] = _model_size_drop(attrs, consumer)
+                drop = self._size_drops[sizes] = _model_size_drop(sizes, consumer)
             if drop is not None:
                 return amount, drop
         if amount <= 0:

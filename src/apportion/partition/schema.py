@@ -84,11 +84,6 @@ class ParsedSchema(NamedTuple):
         dumped: dict[str, Any] = self.hardware_model.model_dump(mode="json", exclude_unset=True)
         return dumped
 
-    @property
-    def allocatable(self) -> tuple[RawSpace, ...]:
-        """The spaces that get LP variables: lvs and partitions, in schema order."""
-        return tuple(s for s in self.spaces if s.type != "vg")
-
 
 def whole_floor(value: float) -> int:
     """Round down to whole MiB, after snapping values within :data:`SNAP` of an integer."""
