@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -319,9 +320,16 @@ def solve_rows(problem: Problem, upper: Rows, equal: Rows | None) -> FloatArray 
 
 
 def solve(problem: Problem) -> LpSolution | None:
-    """Solve the reference LP with HiGHS; ``None`` when it has no solution."""
+    """Solve the reference LP; ``None`` when it has no solution.
+
+    One disk without fair shares is solved by :func:`one_disk` (its optimum in closed
+    form); every other LP by HiGHS.
+    """
     if problem.groups:
         return _solve_with_shares(problem)
+    if problem.disks == 1 and greedy_is_optimal(problem):
+        x = one_disk(problem)
+        return None if x is None else LpSolution(x, problem.objective)
     matrix, rhs = upper_csc(problem)  # the common case: the matrix cached for the shape
     x = _highs(problem, matrix, _no_lower_limit(len(rhs)), rhs)
     if x is None:
@@ -337,3 +345,46 @@ def _solve_with_shares(problem: Problem) -> LpSolution | None:
         return None
     x, t = solution[: problem.variables], solution[problem.variables :]
     return LpSolution(x, problem.objective, model, t, solver.getBasis())
+
+
+def greedy_is_optimal(problem: Problem) -> bool:
+    """Whether :func:`one_disk`'s greedy point is the LP's one optimum: every
+    coefficient positive and no two equal (the reference objective always; see there)."""
+    coefficient = problem.objective.tolist()
+    return min(coefficient) > 0.0 and len(set(coefficient)) == len(coefficient)
+
+
+def one_disk(problem: Problem) -> FloatArray | None:
+    """The LP's optimum on one disk without fair shares, in closed form; ``None`` when
+    it is infeasible.
+
+    On one disk the LP is ``max Σ c_s·x_s`` subject to ``min_s ≤ x_s ≤ max_s`` and
+    ``Σ x_s ≤ capacity`` (``unallocated`` has neither bound): a fractional knapsack
+    in which every MiB weighs the same. With positive, pairwise distinct coefficients
+    (:func:`greedy_is_optimal`) its optimum is unique and greedy: every space at its
+    min, then the rest of the disk to the spaces in falling order of coefficient, each
+    up to its max, until ``unallocated`` (coefficient 1, unbounded) takes what is left.
+    Any other feasible point has a MiB on a lower coefficient that a higher one could
+    take, so it scores less. The reference objective always has such coefficients
+    (order terms ``1/a(i+2)`` strictly falling, the bonus of 2 on top of them, 1 for
+    ``unallocated``); the caller hands any other objective to HiGHS.
+
+    One disk with a few spaces is the layout a provisioning service asks for most, and
+    a few list operations answer it where loading and running HiGHS costs far more. The
+    values are exact whole MiB (HiGHS's vertex is the same point up to float noise), so
+    the integer step's vertex check accepts them as they are.
+    """
+    low = [*problem.min_size.tolist(), 0]
+    high = [*problem.max_size.tolist(), math.inf]
+    free = int(problem.capacity[0]) - sum(low)
+    if free < 0 or any(map(operator.gt, low, high)):
+        return None
+    coefficient = problem.objective.tolist()
+    x = [float(v) for v in low]
+    for s in sorted(range(len(x)), key=coefficient.__getitem__, reverse=True):
+        take = min(free, high[s] - low[s])
+        x[s] += take
+        free -= take
+        if not free:
+            break
+    return np.array(x, dtype=np.float64)

@@ -1,0 +1,167 @@
+"""One disk without fair shares: the LP's optimum in closed form, HiGHS's point exactly.
+
+The worker's most common job (one disk, a few spaces) is answered by
+:func:`apportion.partition.lp.one_disk`, a greedy fill in order of the objective's
+coefficients; these tests hold it to the vertex HiGHS finds for the same LP.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from apportion.contracts.partition import PartitionJob
+from apportion.engine import Context, run
+from apportion.partition import dynamic, highs, lp, model, schema
+
+# The worker benchmark's job (bench/bench_worker.py), the shape a provisioning service
+# sends most: a vg on one disk with a growing root and a fixed swap.
+SMALL = {
+    "schema": [
+        {"id": "os", "type": "vg", "contains": [{"id": "root"}, {"id": "swap"}]},
+        {"id": "root", "type": "lv", "min_size": 5000, "mount": "/"},
+        {"id": "swap", "type": "lv", "size": 2048},
+    ],
+    "hardware": {"ram": 1024, "disks": [{"id": "sda", "size": 40000}]},
+}
+
+
+def _problem(data: dict[str, Any]) -> model.Problem:
+    limits = Context().limits
+    parsed = schema.parse(PartitionJob.model_validate(data), limits)
+    return model.build(parsed.disks, dynamic.resolve(parsed, limits).spaces)
+
+
+def _by_highs(problem: model.Problem) -> Any:
+    """The same LP through HiGHS, as every multi-disk problem is solved."""
+    matrix, rhs = lp.upper_csc(problem)
+    return lp._highs(problem, matrix, lp._no_lower_limit(len(rhs)), rhs)
+
+
+@st.composite
+def one_disk_jobs(draw: st.DrawFn) -> dict[str, Any]:
+    sizes = st.sampled_from([0, 1, 7, 100, 512, 2048, 5000, 40000, 10**6])
+    spaces: list[dict[str, Any]] = []
+    for i in range(draw(st.integers(1, 14))):
+        space: dict[str, Any] = {"id": f"s{i}", "type": draw(st.sampled_from(["lv", "partition"]))}
+        form = draw(st.sampled_from(["free", "min", "max", "range", "size"]))
+        low = draw(sizes)
+        if form == "min":
+            space["min_size"] = low
+        elif form == "max":
+            space["max_size"] = low
+        elif form == "range":
+            space.update(min_size=low, max_size=low + draw(sizes))
+        elif form == "size":
+            space["size"] = low
+        # Distinct weights keep most spaces out of fair-share groups (equal bounds and
+        # weights would group them, and groups go to HiGHS).
+        space["weight"] = i + 1
+        if draw(st.booleans()):
+            space["best_with_disks"] = draw(st.sampled_from([[], ["sda"]]))
+        spaces.append(space)
+    lvs = [{"id": s["id"]} for s in spaces if s["type"] == "lv"]
+    vgs = [{"id": "vg1", "type": "vg", "contains": lvs}] if lvs else []
+    disk = {"id": "sda", "size": draw(st.sampled_from([0, 50, 4096, 40000, 10**6, 4 * 10**6]))}
+    return {"schema": vgs + spaces, "hardware": {"disks": [disk]}}
+
+
+def test_the_small_job_gets_root_the_rest_of_the_disk_without_a_solver_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_solver(*_: Any) -> Any:
+        raise AssertionError("HiGHS was called for a one-disk layout")
+
+    monkeypatch.setattr(highs, "load", no_solver)
+    answer = run("partition", {**SMALL, "job_id": "small"}).as_dict()
+
+    assert answer["status"] == "ok"
+    (disk,) = answer["result"]["disks"]
+    assert [(s["space_id"], s["size"]) for s in disk["spaces"]] == [
+        ("root", 37952),
+        ("swap", 2048),
+        ("unallocated", 0),
+    ]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(one_disk_jobs())
+def test_the_greedy_point_is_the_vertex_highs_finds_on_one_disk(data: dict[str, Any]) -> None:
+    try:
+        problem = _problem(data)
+    except Exception:  # rejected schemas never reach the LP
+        return
+    if problem.groups:
+        return
+    assert lp.greedy_is_optimal(problem)
+
+    greedy = lp.one_disk(problem)
+    expected = _by_highs(problem)
+
+    assert (greedy is None) == (expected is None)
+    if greedy is not None and expected is not None:
+        assert greedy.tolist() == np.rint(expected).tolist()
+        assert np.abs(greedy - expected).max() <= 1e-6
+        assert greedy.tolist() == [float(int(v)) for v in greedy.tolist()]  # whole MiB
+
+
+def test_a_space_whose_min_exceeds_its_max_leaves_the_one_disk_lp_without_answer() -> None:
+    problem = _problem(
+        {
+            "schema": [{"id": "a", "type": "partition"}],
+            "hardware": {"disks": [{"id": "sda", "size": 100}]},
+        }
+    )
+    impossible = model.Problem(
+        problem.disk_ids,
+        problem.capacity,
+        problem.spaces,
+        np.array([60], dtype=np.int64),
+        np.array([50.0]),
+        (),
+        problem.objective,
+    )
+
+    assert lp.one_disk(impossible) is None
+    assert _by_highs(impossible) is None
+
+
+def test_spaces_needing_more_than_the_disk_leave_the_one_disk_lp_without_answer() -> None:
+    problem = _problem(
+        {
+            "schema": [
+                {"id": "a", "type": "partition", "min_size": 70},
+                {"id": "b", "type": "partition", "size": 40},
+            ],
+            "hardware": {"disks": [{"id": "sda", "size": 100}]},
+        }
+    )
+
+    assert lp.one_disk(problem) is None
+    assert _by_highs(problem) is None
+
+
+def test_an_objective_with_equal_coefficients_is_left_to_highs() -> None:
+    problem = _problem(
+        {
+            "schema": [{"id": "a", "type": "partition"}, {"id": "b", "type": "partition"}],
+            "hardware": {"disks": [{"id": "sda", "size": 100}]},
+        }
+    )
+    tied = model.Problem(
+        problem.disk_ids,
+        problem.capacity,
+        problem.spaces,
+        problem.min_size,
+        problem.max_size,
+        (),
+        np.array([2.5, 2.5, 1.0]),
+    )
+
+    assert lp.greedy_is_optimal(problem)
+    assert not lp.greedy_is_optimal(tied)
+    assert lp.solve(tied) is not None  # answered by HiGHS: one of the tied optima
