@@ -223,4 +223,7 @@ def _monitoring() -> dict[str, Any]:
         # producers wait for the answer (PENDING until then), never for STARTED.
         "task_track_started": False,
         "worker_hijack_root_logger": False,
+        # With task events on, buffered events are published every few ms rather than on
+        # every turn of the event loop (one PUBLISH for many events; workers/task_events.py).
+        "worker_consumer": "apportion.workers.task_events:Consumer",
     }
