@@ -60,16 +60,8 @@ sys.path.insert(0, str(ROOT))
 
 from apportion.config.settings import Settings  # noqa: E402
 from apportion.workers.producer import JobSender, producer_app  # noqa: E402
+from tests.support.jobs import SMALL_PARTITION  # noqa: E402
 from tests.support.processes import RedisServer, free_port, wait_until  # noqa: E402
-
-SMALL_PARTITION = {
-    "schema": [
-        {"id": "os", "type": "vg", "contains": [{"id": "root"}, {"id": "swap"}]},
-        {"id": "root", "type": "lv", "min_size": 5000, "mount": "/"},
-        {"id": "swap", "type": "lv", "size": 2048},
-    ],
-    "hardware": {"ram": 1024, "disks": [{"id": "sda", "size": 40000}]},
-}
 
 _CHANNELS = "celery-task-meta-*"
 _TICKS = os.sysconf("SC_CLK_TCK")

@@ -21,6 +21,18 @@ import redis
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
+# The layout a provisioning service sends most: a vg on one disk with a growing root and
+# a fixed swap. The worker benchmark's job (bench/bench_worker.py) and the closed-form
+# LP's worked example (tests/unit/partition/test_one_disk.py).
+SMALL_PARTITION: dict[str, Any] = {
+    "schema": [
+        {"id": "os", "type": "vg", "contains": [{"id": "root"}, {"id": "swap"}]},
+        {"id": "root", "type": "lv", "min_size": 5000, "mount": "/"},
+        {"id": "swap", "type": "lv", "size": 2048},
+    ],
+    "hardware": {"ram": 1024, "disks": [{"id": "sda", "size": 40000}]},
+}
+
 # variant → (kind, example file). launch_select runs both with the job's own policy and
 # without one (the worker's default policy from config/default_policy.yaml).
 VARIANTS: dict[str, tuple[str, str]] = {

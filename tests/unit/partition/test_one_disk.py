@@ -17,17 +17,7 @@ from hypothesis import strategies as st
 from apportion.contracts.partition import PartitionJob
 from apportion.engine import Context, run
 from apportion.partition import dynamic, highs, lp, model, schema
-
-# The worker benchmark's job (bench/bench_worker.py), the shape a provisioning service
-# sends most: a vg on one disk with a growing root and a fixed swap.
-SMALL = {
-    "schema": [
-        {"id": "os", "type": "vg", "contains": [{"id": "root"}, {"id": "swap"}]},
-        {"id": "root", "type": "lv", "min_size": 5000, "mount": "/"},
-        {"id": "swap", "type": "lv", "size": 2048},
-    ],
-    "hardware": {"ram": 1024, "disks": [{"id": "sda", "size": 40000}]},
-}
+from tests.support.jobs import SMALL_PARTITION
 
 
 def _problem(data: dict[str, Any]) -> model.Problem:
@@ -77,7 +67,7 @@ def test_the_small_job_gets_root_the_rest_of_the_disk_without_a_solver_call(
         raise AssertionError("HiGHS was called for a one-disk layout")
 
     monkeypatch.setattr(highs, "load", no_solver)
-    answer = run("partition", {**SMALL, "job_id": "small"}).as_dict()
+    answer = run("partition", {**SMALL_PARTITION, "job_id": "small"}).as_dict()
 
     assert answer["status"] == "ok"
     (disk,) = answer["result"]["disks"]
