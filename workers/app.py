@@ -119,7 +119,12 @@ def _warm_up_before_the_pool_forks(sender: Any = None, **_: Any) -> None:
     # The main process seeds once before the pool starts; children read the store per job.
     from apportion.workers.policies.seed import seed_default_policy
 
-    seed_default_policy(settings)
+    try:
+        seed_default_policy(settings)
+    except ValueError as exc:
+        # Celery logs and swallows a signal handler's exception, and the worker would
+        # start without its default policy; SystemExit is not swallowed.
+        raise SystemExit(f"apportion worker: {exc}") from exc
     # Everything loaded so far lives as long as the process. Frozen, the pool children
     # skip it in every full garbage collection (scipy, pydantic's schemas and yaql's
     # tables are hundreds of thousands of objects), and the collector no longer writes

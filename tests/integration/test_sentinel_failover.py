@@ -32,7 +32,7 @@ from tests.acceptance.cli import apportion
 from tests.conftest import load_example, running
 from tests.integration.conftest import short_redelivery, worker_env
 from tests.support.jobs import event_counts, make_job, queued_and_unacked, unacked_task_ids
-from tests.support.processes import SentinelCluster, Worker, wait_until
+from tests.support.processes import SentinelCluster, Worker, running_worker, wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow]
 
@@ -148,3 +148,25 @@ def test_all_jobs_are_answered_exactly_once_when_the_primary_is_killed_under_the
     assert PASSWORD not in outputs
     assert SENTINEL_PASSWORD not in outputs
     print(f"\n{JOBS} jobs; answers resumed {resumed:.1f} s after the primary was killed")
+
+
+def test_the_policy_store_is_seeded_and_edited_through_the_sentinels(
+    cluster: SentinelCluster, tmp_path: Path
+) -> None:
+    # Only the sentinels known: the worker seeds the default policy when it starts, and
+    # `apportion policy` lists it and stores a new pool's policy.
+    env = worker_env(cluster.url, APPORTION_SENTINEL_MASTER=cluster.master, **SENTINEL_ENV)
+    cli_env = {
+        "APPORTION_REDIS_URL": cluster.url,
+        "APPORTION_SENTINEL_MASTER": cluster.master,
+        **SENTINEL_ENV,
+    }
+    with running_worker(env, tmp_path / "worker.log", queues="launch"):
+        listed = apportion("policy", "list", "--json", env=cli_env)
+        stored = apportion("policy", "set", "gpu", "-", stdin="- module: equal\n", env=cli_env)
+        shown = apportion("policy", "list", "--json", env=cli_env)
+
+    assert listed.returncode == 0, listed.stderr
+    assert [row["pool"] for row in json.loads(listed.stdout)] == ["default"]
+    assert stored.returncode == 0, stored.stderr
+    assert sorted(row["pool"] for row in json.loads(shown.stdout)) == ["default", "gpu"]

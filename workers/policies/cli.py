@@ -22,7 +22,7 @@ from apportion.config.settings import Settings
 from apportion.errors import Rejected, StoreUnavailable
 from apportion.workers.policies.store import DEFAULT_POOL, PolicyStore, PolicyVersion, diff
 from apportion.workers.policies.text import policy_yaml, read_policy_yaml, when
-from apportion.workers.redis.client import make_redis
+from apportion.workers.redis.client import client_for
 from apportion.workers.runtime import policy_store
 
 # A policy file's limit (read_policy_yaml's): four times the store's limit on the
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         "diff": _diff,
     }
     # A quick answer when Redis is down: no reconnect loop inside each call.
-    client = make_redis(settings.redis_url, timeout=5.0, retries=1)
+    client = client_for(settings, timeout=5.0, retries=1)
     try:
         return actions[args.action](policy_store(settings, client), args)
     except StoreUnavailable as exc:

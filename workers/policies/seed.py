@@ -8,7 +8,7 @@ from apportion.config.settings import Settings
 from apportion.engine_settings import load_default_policy
 from apportion.errors import Rejected, StoreUnavailable
 from apportion.workers.policies.store import PolicyVersion
-from apportion.workers.redis.client import make_redis
+from apportion.workers.redis.client import client_for
 
 log = logging.getLogger("apportion.workers.policies")
 
@@ -27,7 +27,7 @@ def seed_default_policy(settings: Settings) -> PolicyVersion | None:
     policy = load_default_policy(settings.default_policy_file)
     if policy is None:
         return None
-    client = make_redis(settings.redis_url, timeout=5.0, retries=2)
+    client = client_for(settings, timeout=5.0, retries=2)
     try:
         seeded = policy_store(settings, client).seed_default([dict(m) for m in policy])
     except StoreUnavailable as exc:
