@@ -72,7 +72,8 @@ class Settings(EngineSettings):
 
     # redis://[user:password@]host:port/db, rediss://… (TLS; ssl_cert_reqs, ssl_ca_certs,
     # ssl_certfile, ssl_keyfile in the query), or Sentinel:
-    # sentinel://h1:26379;sentinel://h2:26379/0 with sentinel_master.
+    # sentinel://h1:26379/0;sentinel://h2:26379 with sentinel_master (the database on the
+    # first URL: every client reads it there).
     redis_url: str = "redis://127.0.0.1:6379/0"
     # Broker and result backend default to redis_url; split them when operators want to.
     broker_url: str | None = None
@@ -193,6 +194,8 @@ class Settings(EngineSettings):
                     f"{name} names sentinels: set APPORTION_SENTINEL_MASTER to the name "
                     "of the master they monitor"
                 )
+            if schemes == {"sentinel"}:
+                _one_sentinel_database(name, url)
         return self
 
     @property
@@ -345,3 +348,20 @@ def unknown_variables(environ: Mapping[str, str]) -> list[str]:
 def get_settings() -> Settings:
     """Process-wide settings, read once from the environment."""
     return Settings()
+
+
+def _one_sentinel_database(name: str, url: str) -> None:
+    """Refuse a Sentinel list whose URLs name different databases.
+
+    kombu, Celery's result backend and redis-py all take the database from the first
+    URL of the list, so a number written on another one only (``…;sentinel://h3/2``)
+    would be silently ignored and every key would land in database 0.
+    """
+    databases = [urlsplit(part).path.strip("/") for part in url.split(";")]
+    first = databases[0] or "0"
+    others = {db for db in databases[1:] if db and db != first}
+    if others:
+        raise ValueError(
+            f"{name}: the database is read from the first sentinel URL ({first}); "
+            f"another names {sorted(others)[0]}: write it on the first URL"
+        )

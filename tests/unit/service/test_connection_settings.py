@@ -92,6 +92,30 @@ def test_sentinel_urls_need_the_master_name(monkeypatch: pytest.MonkeyPatch) -> 
 @pytest.mark.parametrize(
     "url",
     [
+        "sentinel://h1:26379;sentinel://h2:26379",
+        "sentinel://h1:26379/3;sentinel://h2:26379",
+        "sentinel://h1:26379/3;sentinel://h2:26379/3",
+        "sentinel://h1:26379;sentinel://h2:26379/0",
+    ],
+)
+def test_a_sentinel_list_may_name_its_database_on_the_first_url_or_on_every_one(
+    url: str,
+) -> None:
+    assert Settings(redis_url=url, sentinel_master="apportion").redis_url == url
+
+
+def test_a_database_named_only_after_the_first_sentinel_url_is_refused() -> None:
+    # Every client reads the database from the first URL: db 2 would become db 0.
+    url = "sentinel://h1:26379;sentinel://h2:26379;sentinel://h3:26379/2"
+
+    with pytest.raises(ValidationError, match="read from the first sentinel URL") as refused:
+        Settings(redis_url=url, sentinel_master="apportion")
+    assert "another names 2: write it on the first URL" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
         "amqp://guest:s3cret@rabbit//",
         "memory://",
         "unix:///var/run/redis.sock",

@@ -155,7 +155,7 @@ def test_the_dockerfile_copies_only_paths_that_exist() -> None:
 
 
 SENTINEL_URL = (
-    "sentinel://sentinel-1:26379;sentinel://sentinel-2:26379;sentinel://sentinel-3:26379/0"
+    "sentinel://sentinel-1:26379/0;sentinel://sentinel-2:26379;sentinel://sentinel-3:26379"
 )
 
 
