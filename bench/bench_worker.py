@@ -1,7 +1,7 @@
 """End-to-end worker throughput: real partition jobs through apportion against a no-op
 on stock Celery, and how apportion scales out.
 
-    .venv/bin/python bench/bench_worker.py anchor [--jobs 300] [--rounds 11] [--flower]
+    .venv/bin/python bench/bench_worker.py anchor [--jobs 300] [--rounds 11] [--flower] [--disks N]
     .venv/bin/python bench/bench_worker.py scale [--jobs 300] [--rounds 5]
     .venv/bin/python bench/bench_worker.py commands [--jobs 300]
     .venv/bin/python bench/bench_worker.py messages [--jobs 50]
@@ -193,8 +193,22 @@ def drain(events: Any, ids: list[str], timeout: float = 600) -> None:
             pending.discard(message["channel"][prefix:].decode())
 
 
+def small_job(disks: int) -> dict[str, Any]:
+    """SMALL_PARTITION on ``disks`` disks of the same size (its vg may use any of them):
+    with more than one the LP goes to HiGHS, where one disk is answered in closed form."""
+    if disks == 1:
+        return SMALL_PARTITION
+    hardware = {**SMALL_PARTITION["hardware"]}
+    hardware["disks"] = [{"id": f"sd{chr(97 + d)}", "size": 40000} for d in range(disks)]
+    return {**SMALL_PARTITION, "hardware": hardware}
+
+
+# What every round sends (``--disks``).
+JOB: dict[str, Any] = SMALL_PARTITION
+
+
 def one_round(client: Any, redis_pid: int, side: Side, n: int, tag: str) -> Round:
-    jobs = [{**SMALL_PARTITION, "job_id": f"{tag}-{i}"} for i in range(n)]
+    jobs = [{**JOB, "job_id": f"{tag}-{i}"} for i in range(n)]
     events = client.pubsub(ignore_subscribe_messages=True)
     events.psubscribe(_CHANNELS)
     try:
@@ -352,7 +366,7 @@ def run_commands(args: argparse.Namespace, bench: Bench) -> None:
         try:
             producer = _counted(
                 client,
-                lambda s=side, out=ids: out.extend(s.send({**SMALL_PARTITION}) for _ in range(n)),
+                lambda s=side, out=ids: out.extend(s.send({**JOB}) for _ in range(n)),
             )
         finally:
             os.killpg(node.proc.pid, signal.SIGCONT)
@@ -534,7 +548,10 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--flower", action="store_true", help="anchor: task events on")
+    parser.add_argument("--disks", type=int, default=1, help="the job's disks (1: closed form)")
     args = parser.parse_args()
+    global JOB
+    JOB = small_job(args.disks)
 
     workdir = Path(tempfile.mkdtemp(prefix="apportion-bench-"))
     server = RedisServer(port=free_port(), workdir=workdir)
