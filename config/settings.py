@@ -4,17 +4,15 @@ Nested values use ``__``: ``APPORTION_LIMITS__MAX_POOLS=20000``,
 ``APPORTION_TIME_LIMITS__PARTITION__HARD=120``. A setting that would make the
 worker unsafe (a visibility timeout not longer than the longest hard time limit,
 which would let Redis redeliver a job that is still running) is refused here, at
-boot, rather than discovered in production.
+boot, rather than discovered in production. So is an ``APPORTION_*`` variable that
+names no setting (EngineSettings' check, apportion/setting_names.py): a field added here
+is named in setting_names.SERVICE_SETTINGS too, for ``apportion solve`` to know it.
 """
 
 from __future__ import annotations
 
-import difflib
-import os
-import typing
-from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
@@ -51,20 +49,6 @@ class TimeLimitOverride(BaseModel):
 # understands, and for which the worker's transport puts the gate in front of the pool.
 # A worker on any other broker would hand jobs to Celery ungated: refused at start-up.
 URL_SCHEMES = ("redis", "rediss", "sentinel")
-
-# APPORTION_* variables the project reads outside these settings (before they exist, or
-# in its test and benchmark harnesses). Every other APPORTION_* name that is not a
-# setting is refused at start-up: a misspelt setting must not fall back to a default.
-READ_ELSEWHERE: dict[str, str] = {
-    "APPORTION_STUDIO_TOKEN": "apportion studio: the token its API requires (cli/studio.py)",
-    "APPORTION_STUDIO_PUBLIC_ORIGIN": "apportion studio: its address behind a reverse proxy "
-    "(cli/studio.py)",
-    "APPORTION_UPDATE_SCREENSHOTS": "tests: the studio browser test rewrites docs/img/studio.png",
-    "APPORTION_REQUIRE_REDIS": "tests: a missing redis-server fails instead of skipping",
-    "APPORTION_GOLDEN_RECORD": "tests: record every job an engine answers (tests/support)",
-    "APPORTION_TEST_SLOW_SOLVE": "tests: the fault-injection worker's slow engine",
-    "APPORTION_TEST_SLOW_STORE": "tests: the fault-injection worker's slow store",
-}
 
 
 class Settings(EngineSettings):
@@ -157,14 +141,6 @@ class Settings(EngineSettings):
     # Also keep Celery's own "received"/"succeeded" lines per task at INFO (off: one line
     # per job, workers/logs.py). For tooling that reads stock Celery's log lines.
     log_celery_task_lines: bool = False
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_unknown_variables(cls, data: Any) -> Any:
-        unknown = unknown_variables(os.environ)
-        if unknown:
-            raise ValueError("; ".join(unknown))
-        return data
 
     @model_validator(mode="after")
     def _supported_urls(self) -> Settings:
@@ -300,48 +276,6 @@ def url_scheme(url: str) -> str:
         return urlsplit(url.strip()).scheme.lower()
     except ValueError:
         return ""
-
-
-def known_variables() -> tuple[list[str], list[str]]:
-    """(exact names, prefixes): every APPORTION_* name the settings read.
-
-    A nested model (``limits``) has one name per field; under a mapping
-    (``time_limits``, ``simulated_failure_rates``) any key is allowed here, and the
-    mapping's own validation names a wrong one (an unknown queue, a field not soft/hard).
-    """
-    exact: list[str] = list(READ_ELSEWHERE)
-    prefixes: list[str] = []
-    for name, info in Settings.model_fields.items():
-        env = f"APPORTION_{name.upper()}"
-        exact.append(env)
-        annotation = info.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            exact += [f"{env}__{sub.upper()}" for sub in annotation.model_fields]
-        elif typing.get_origin(annotation) is dict:
-            prefixes.append(f"{env}__")
-            value = typing.get_args(annotation)[1]
-            if isinstance(value, type) and issubclass(value, BaseModel):
-                exact += [
-                    f"{env}__{queue.upper()}__{sub.upper()}"
-                    for queue in kinds.queues()
-                    for sub in value.model_fields
-                ]
-    return exact, prefixes
-
-
-def unknown_variables(environ: Mapping[str, str]) -> list[str]:
-    """A message for each APPORTION_* variable in ``environ`` no setting reads."""
-    exact, prefixes = known_variables()
-    known = set(exact)
-    out = []
-    for variable in sorted(environ):
-        name = variable.upper()
-        if not name.startswith("APPORTION_") or name in known or name.startswith(tuple(prefixes)):
-            continue
-        close = difflib.get_close_matches(name, exact, n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]}?" if close else " (README.md, Configuration, lists them)"
-        out.append(f"unknown environment variable {variable}{hint}")
-    return out
 
 
 @lru_cache(maxsize=1)

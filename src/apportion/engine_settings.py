@@ -10,6 +10,7 @@ service packages (``apportion.config``, ``apportion.workers``): the worker's set
 from __future__ import annotations
 
 import importlib.util
+import os
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
@@ -23,6 +24,7 @@ from apportion import kinds
 from apportion.engine import Context, FailureCounts, PolicyLookup, RecordOutcome
 from apportion.errors import Rejected
 from apportion.limits import DEFAULT_LIMITS, Limits
+from apportion.setting_names import SERVICE_SETTINGS, Setting, settings_of, unknown_variables
 
 
 def _shipped_default_policy() -> Path:
@@ -60,10 +62,25 @@ class EngineSettings(BaseSettings):
     # imported when the settings are read: APPORTION_KIND_MODULES='["my.kinds"]'.
     kind_modules: list[str] = Field(default_factory=list)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_unknown_variables(cls, data: Any) -> Any:
+        # A worker's settings (a subclass) inherit this check; both accept every name
+        # either reads, so one environment serves a worker and `apportion solve` alike.
+        unknown = unknown_variables(os.environ, known_settings())
+        if unknown:
+            raise ValueError("; ".join(unknown))
+        return data
+
     @model_validator(mode="after")
     def _load_kind_modules(self) -> EngineSettings:
         kinds.load_modules(self.kind_modules)
         return self
+
+
+def known_settings() -> dict[str, Setting]:
+    """Every setting a worker or the engine reads, with the names each reads below its own."""
+    return {**settings_of(EngineSettings), **SERVICE_SETTINGS}
 
 
 @lru_cache(maxsize=8)
@@ -107,4 +124,10 @@ def engine_context(
     )
 
 
-__all__ = ["DEFAULT_POLICY_FILE", "EngineSettings", "engine_context", "load_default_policy"]
+__all__ = [
+    "DEFAULT_POLICY_FILE",
+    "EngineSettings",
+    "engine_context",
+    "known_settings",
+    "load_default_policy",
+]

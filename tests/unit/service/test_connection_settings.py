@@ -9,7 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from apportion.config.celeryconfig import celery_config
-from apportion.config.settings import Settings, unknown_variables
+from apportion.config.settings import Settings
+from apportion.engine_settings import known_settings
+from apportion.setting_names import settings_of, unknown_variables
 from apportion.workers.app import create_app, require_gate
 from apportion.workers.redis.client import error_text, make_redis, redact_url
 from tests.acceptance.cli import apportion
@@ -41,7 +43,7 @@ def test_a_misspelt_variable_is_refused_with_the_closest_known_name(
     ],
 )
 def test_nested_and_read_elsewhere_names_are_suggested_too(variable: str, closest: str) -> None:
-    assert unknown_variables({variable: "1"}) == [
+    assert unknown_variables({variable: "1"}, known_settings()) == [
         f"unknown environment variable {variable}; did you mean {closest}?"
     ]
 
@@ -63,13 +65,19 @@ def test_every_name_the_project_reads_is_known() -> None:
         ],
         "1",
     )
-    assert unknown_variables(environ) == []
+    assert unknown_variables(environ, known_settings()) == []
+
+
+def test_the_names_apportion_solve_knows_are_exactly_the_workers_settings() -> None:
+    # `apportion solve` cannot import the worker's settings: a field added to them must be
+    # named in setting_names.SERVICE_SETTINGS, or solve refuses a valid worker environment.
+    assert settings_of(Settings) == known_settings()
 
 
 def test_every_apportion_variable_named_outside_the_tests_is_known() -> None:
     # A variable the project reads outside Settings (logging, the test harnesses,
-    # whatever comes next) must be listed in config/settings.py READ_ELSEWHERE, or the
-    # worker refuses to start wherever it is set.
+    # whatever comes next) must be listed in apportion/setting_names.py READ_ELSEWHERE, or
+    # the worker and `apportion solve` refuse to start wherever it is set.
     named = subprocess.run(
         ["git", "grep", "-ohE", "APPORTION_[A-Z0-9_]*[A-Z0-9]", "--", *PRODUCT_PATHS],
         cwd=REPO,
@@ -78,7 +86,7 @@ def test_every_apportion_variable_named_outside_the_tests_is_known() -> None:
         check=True,
     ).stdout.split()
 
-    assert unknown_variables(dict.fromkeys(named, "")) == []
+    assert unknown_variables(dict.fromkeys(named, ""), known_settings()) == []
 
 
 def test_sentinel_urls_need_the_master_name(monkeypatch: pytest.MonkeyPatch) -> None:
