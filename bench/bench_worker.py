@@ -1,11 +1,14 @@
 """End-to-end worker throughput: real partition jobs through apportion against a no-op
 on stock Celery, and how apportion scales out.
 
-    .venv/bin/python bench/bench_worker.py anchor [--jobs 300] [--rounds 11] [--flower] [--disks N]
+    .venv/bin/python bench/bench_worker.py anchor [--jobs 300] [--rounds 11] [--flower]
     .venv/bin/python bench/bench_worker.py scale [--jobs 300] [--rounds 5]
     .venv/bin/python bench/bench_worker.py commands [--jobs 300]
     .venv/bin/python bench/bench_worker.py messages [--jobs 50]
     .venv/bin/python bench/bench_worker.py profile [--jobs 2000]
+
+``--disks N`` (any mode): the small job on N disks (1 by default, answered in closed
+form; more go through HiGHS).
 
 One dedicated redis-server on a free port. **anchor**: two workers on it, started as
 operators start them: ``apportion worker -c 2 -Q partition`` (the production

@@ -285,17 +285,21 @@ def get_settings() -> Settings:
 
 
 def _one_sentinel_database(name: str, url: str) -> None:
-    """Refuse a Sentinel list whose URLs name different databases.
+    """Refuse a Sentinel list whose database is not a number, or is named differently
+    after the first URL.
 
-    kombu, Celery's result backend and redis-py all take the database from the first
-    URL of the list, so a number written on another one only (``…;sentinel://h3/2``)
-    would be silently ignored and every key would land in database 0.
+    kombu, Celery's result backend and apportion's own client
+    (workers/redis/client.py) all take the database from the first URL of the list, so
+    a number written on another one only (``…;sentinel://h3:26379/2``) would be ignored:
+    the keys would land in the first URL's database. The values are not repeated in
+    the message: a password with an unescaped ``/`` would show up as a "database".
     """
     databases = [urlsplit(part).path.strip("/") for part in url.split(";")]
-    first = databases[0] or "0"
-    others = {db for db in databases[1:] if db and db != first}
-    if others:
+    if not all(db.isdigit() for db in databases if db):
+        raise ValueError(f"{name}: a sentinel URL's database must be a number (…/0)")
+    first = int(databases[0] or 0)
+    if any(db and int(db) != first for db in databases[1:]):
         raise ValueError(
-            f"{name}: the database is read from the first sentinel URL ({first}); "
-            f"another names {sorted(others)[0]}: write it on the first URL"
+            f"{name}: the database is read from the first sentinel URL ({first}); a later "
+            "URL names another one: write it on the first URL"
         )

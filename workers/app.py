@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 from typing import Any
 
 from celery import Celery
@@ -15,6 +16,8 @@ from apportion.config.settings import Settings, get_settings
 # (observe), one log line per job and JSON logs (logs).
 from apportion.workers import logs, observe  # noqa: F401
 from apportion.workers.metrics import jobs as job_metrics
+
+log = logging.getLogger("apportion.workers")
 
 
 def create_app(
@@ -106,7 +109,20 @@ _metrics_dir: str | None = None
 
 def _warm_up_before_the_pool_forks(sender: Any = None, **_: Any) -> None:
     # worker_init fires in the main process before the pool starts (celery.worker.worker)
-    # and before the consumer opens its broker connection.
+    # and before the consumer opens its broker connection. Celery logs and swallows an
+    # exception raised by a signal handler, and the worker would then start without
+    # what this refuses to start without (the gate, a known launcher, a default policy
+    # the store takes); a SystemExit is not swallowed. Redis being away is not among
+    # them: the seed logs it and the worker starts.
+    try:
+        _warm_up(sender)
+    except Exception as exc:
+        job_metrics.stop(_metrics_dir)  # worker_shutdown never fires for this worker
+        log.critical("apportion worker: %s", exc)
+        raise SystemExit(f"apportion worker: {exc}") from exc
+
+
+def _warm_up(sender: Any) -> None:
     global _metrics_dir
     if sender is not None and getattr(sender, "app", None) is not None:
         require_gate(sender.app)
@@ -119,12 +135,7 @@ def _warm_up_before_the_pool_forks(sender: Any = None, **_: Any) -> None:
     # The main process seeds once before the pool starts; children read the store per job.
     from apportion.workers.policies.seed import seed_default_policy
 
-    try:
-        seed_default_policy(settings)
-    except ValueError as exc:
-        # Celery logs and swallows a signal handler's exception, and the worker would
-        # start without its default policy; SystemExit is not swallowed.
-        raise SystemExit(f"apportion worker: {exc}") from exc
+    seed_default_policy(settings)
     # Everything loaded so far lives as long as the process. Frozen, the pool children
     # skip it in every full garbage collection (scipy, pydantic's schemas and yaql's
     # tables are hundreds of thousands of objects), and the collector no longer writes

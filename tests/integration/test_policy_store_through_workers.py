@@ -198,22 +198,3 @@ def test_a_store_record_that_cannot_be_read_holds_the_job_until_a_good_version_i
     assert env["status"] == "ok"
     assert env["result"]["policy"] == {"source": "pool", "pool": pool, "version": fixed.version}
     assert modules(env) == ["equal", "priority"]
-
-
-def test_a_worker_whose_default_policy_file_the_store_refuses_exits_naming_the_field(
-    redis_server: RedisServer, tmp_path: Path
-) -> None:
-    policy = tmp_path / "policy.yaml"
-    policy.write_text("- module: equal\n- module: failure_penalty\n  percnt: 5\n")
-    env = worker_env(url(redis_server, 0), APPORTION_DEFAULT_POLICY_FILE=str(policy))
-    worker = Worker(env=env, logfile=tmp_path / "worker.log", queues="launch")
-
-    with pytest.raises(RuntimeError, match="worker exited at start") as exited:
-        worker.start()
-
-    assert worker.proc is not None
-    assert worker.proc.wait(10) == 1
-    assert (
-        "apportion worker: the default policy file cannot be stored: policy[1].percnt: "
-        "unknown field 'percnt'; did you mean 'percent'?"
-    ) in str(exited.value)

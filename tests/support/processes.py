@@ -165,7 +165,7 @@ class SentinelCluster:
     def url(self) -> str:
         """The Sentinel URL apportion is configured with (the master's password in it)."""
         auth = f":{self.password}@" if self.password else ""
-        return ";".join(f"sentinel://{auth}127.0.0.1:{p}" for p in self.sentinel_ports) + "/0"
+        return ";".join(f"sentinel://{auth}127.0.0.1:{p}/0" for p in self.sentinel_ports)
 
     def start(self) -> None:
         auth: tuple[str, ...] = ("--masterauth", self.password) if self.password else ()

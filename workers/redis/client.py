@@ -40,7 +40,7 @@ def make_redis(
     """A client for ``url``. ``timeout`` bounds connecting and each reply; ``retries``
     reconnect attempts inside one call (0 for a quick check such as ``apportion health``).
 
-    A ``sentinel://h1:26379;sentinel://h2:26379/0`` URL gives a client of the master
+    A ``sentinel://h1:26379/0;sentinel://h2:26379`` URL gives a client of the master
     ``sentinel_master``: each new connection asks the sentinels where the master is,
     so after a failover the next reconnection reaches the new one.
     """

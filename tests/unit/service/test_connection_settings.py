@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[3]
 PRODUCT_PATHS = ("workers", "src", "config", "tasks", "bench", "scripts", "examples")
 PRODUCT_PATHS += ("tests/support", "Dockerfile", "Procfile", "docker-compose.yml", ".ci")
 
-SENTINELS = "sentinel://:s3cret@h1:26379;sentinel://:s3cret@h2:26379;sentinel://:s3cret@h3:26379/0"
+SENTINELS = "sentinel://:s3cret@h1:26379/0;sentinel://:s3cret@h2:26379;sentinel://:s3cret@h3:26379"
 
 
 def test_a_misspelt_variable_is_refused_with_the_closest_known_name(
@@ -104,6 +104,7 @@ def test_sentinel_urls_need_the_master_name(monkeypatch: pytest.MonkeyPatch) -> 
         "sentinel://h1:26379/3;sentinel://h2:26379",
         "sentinel://h1:26379/3;sentinel://h2:26379/3",
         "sentinel://h1:26379;sentinel://h2:26379/0",
+        "sentinel://:pw@h1:26379/0?socket_timeout=5;sentinel://:pw@h2:26379/00",
     ],
 )
 def test_a_sentinel_list_may_name_its_database_on_the_first_url_or_on_every_one(
@@ -118,7 +119,16 @@ def test_a_database_named_only_after_the_first_sentinel_url_is_refused() -> None
 
     with pytest.raises(ValidationError, match="read from the first sentinel URL") as refused:
         Settings(redis_url=url, sentinel_master="apportion")
-    assert "another names 2: write it on the first URL" in str(refused.value)
+    assert "a later URL names another one: write it on the first URL" in str(refused.value)
+
+
+def test_a_sentinel_database_that_is_no_number_is_refused_without_repeating_it() -> None:
+    # An unescaped "/" in a password makes the rest of it look like the database.
+    url = "sentinel://:pa/ss@h1:26379/0;sentinel://:pa/ss@h2:26379/0"
+
+    with pytest.raises(ValidationError, match="database must be a number") as refused:
+        Settings(redis_url=url, sentinel_master="apportion")
+    assert "ss@h" not in str(refused.value)
 
 
 @pytest.mark.parametrize(
@@ -174,7 +184,7 @@ def test_apportions_own_clients_ask_the_sentinels_for_the_master() -> None:
 
 def test_printed_urls_never_carry_a_password() -> None:
     assert redact_url(SENTINELS) == (
-        "sentinel://:***@h1:26379;sentinel://:***@h2:26379;sentinel://:***@h3:26379/0"
+        "sentinel://:***@h1:26379/0;sentinel://:***@h2:26379;sentinel://:***@h3:26379"
     )
     assert redact_url("rediss://app:pw@h:6380/0?ssl_cert_reqs=required&password=pw") == (
         "rediss://app:***@h:6380/0?ssl_cert_reqs=required&password=***"
