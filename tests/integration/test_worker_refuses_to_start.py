@@ -50,8 +50,11 @@ def test_a_worker_that_cannot_run_as_configured_exits_at_start_saying_why(
     )
     worker = Worker(env=env, logfile=tmp_path / "worker.log", queues="launch")
 
-    with pytest.raises(RuntimeError, match="worker exited at start") as exited:
-        worker.start()
+    try:
+        with pytest.raises(RuntimeError, match="worker exited at start") as exited:
+            worker.start()
+    finally:
+        worker.stop()  # a worker that did start (the failure case) is not left running
 
     assert worker.proc is not None
     assert worker.proc.wait(10) == 1
