@@ -6,7 +6,7 @@ from typing import Any
 
 from apportion.contracts.partition import PartitionJob, PartitionResult
 from apportion.engine import Context
-from apportion.partition import solve
+from apportion.partition import dynamic, model, schema, solve
 
 Disk = tuple[str, float] | tuple[str, float, str]
 
@@ -43,6 +43,13 @@ def payload(
         "schema": schema,
         "hardware": {"disks": hardware_disks or disks(("sda", 100)), **hardware},
     }
+
+
+def problem_of(data: dict[str, Any]) -> model.Problem:
+    """A job's numbers as the engine builds them (parse, yaql values, the model)."""
+    limits = Context().limits
+    parsed = schema.parse(PartitionJob.model_validate(data), limits)
+    return model.build(parsed.disks, dynamic.resolve(parsed, limits).spaces)
 
 
 def solve_payload(data: dict[str, Any], ctx: Context | None = None) -> PartitionResult:

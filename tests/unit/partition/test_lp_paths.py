@@ -15,9 +15,8 @@ import scipy.optimize
 import scipy.sparse
 from hypothesis import HealthCheck, given, settings
 
-from apportion.contracts.partition import PartitionJob
-from apportion.engine import Context
-from apportion.partition import dynamic, highs, lp, model, schema
+from apportion.partition import highs, lp, model
+from tests.unit.partition.support import problem_of
 from tests.unit.partition.test_properties import jobs
 
 
@@ -41,15 +40,9 @@ def _varied_job(n_disks: int, n_spaces: int) -> dict[str, Any]:
     return {"schema": spaces, "hardware": {"disks": disks}}
 
 
-def _problem(data: dict[str, Any]) -> model.Problem:
-    limits = Context().limits
-    parsed = schema.parse(PartitionJob.model_validate(data), limits)
-    return model.build(parsed.disks, dynamic.resolve(parsed, limits).spaces)
-
-
 def _problem_or_none(data: dict[str, Any]) -> model.Problem | None:
     try:
-        return _problem(data)
+        return problem_of(data)
     except Exception:  # rejected schemas never reach the LP
         return None
 
@@ -117,7 +110,7 @@ def test_the_column_wise_arrays_are_the_ones_scipy_builds(generated: Any) -> Non
 
 
 def test_the_column_wise_upper_rows_of_a_24_disk_schema_match_scipy() -> None:
-    problem = _problem(_varied_job(24, 40))
+    problem = problem_of(_varied_job(24, 40))
     (start, index, value), rhs = lp.upper_csc(problem)
     upper = lp.upper_rows(problem)
     expected = upper.matrix.tocsc()
@@ -129,7 +122,7 @@ def test_the_column_wise_upper_rows_of_a_24_disk_schema_match_scipy() -> None:
 
 
 def test_a_reused_solver_answers_every_lp_as_a_fresh_one_in_any_order() -> None:
-    models = [_problem(_varied_job(d, s)) for d, s in [(1, 3), (2, 5), (4, 10), (3, 8), (6, 12)]]
+    models = [problem_of(_varied_job(d, s)) for d, s in [(1, 3), (2, 5), (4, 10), (3, 8), (6, 12)]]
     assert any(lp.equality_rows(m) is not None for m in models)
     fresh = []
     for problem in models:
@@ -171,7 +164,7 @@ def _one_disk(root_min: int, swap: int, disk: int) -> dict[str, Any]:
 def test_problems_of_one_shape_share_a_matrix_and_objective_none_of_them_can_change() -> None:
     # Built once per shape (disks, capped spaces) and shared: a write through one
     # problem would silently change every later LP of that shape, so it must fail.
-    small, large = _problem(_one_disk(5000, 2048, 40000)), _problem(_one_disk(9000, 512, 80000))
+    small, large = problem_of(_one_disk(5000, 2048, 40000)), problem_of(_one_disk(9000, 512, 80000))
     (start, index, value), small_rhs = lp.upper_csc(small)
     (start2, index2, value2), large_rhs = lp.upper_csc(large)
 
@@ -188,7 +181,7 @@ def test_problems_of_one_shape_share_a_matrix_and_objective_none_of_them_can_cha
 
 
 def test_a_space_preferring_a_disk_gets_an_objective_of_its_own() -> None:
-    plain = _problem(_varied_job(2, 4))
+    plain = problem_of(_varied_job(2, 4))
     preferring = _varied_job(2, 5)  # its fifth space prefers d0
-    assert _problem(preferring).objective is not _problem(preferring).objective
-    assert plain.objective is _problem(_varied_job(2, 4)).objective
+    assert problem_of(preferring).objective is not problem_of(preferring).objective
+    assert plain.objective is problem_of(_varied_job(2, 4)).objective

@@ -14,17 +14,11 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from apportion.contracts.partition import PartitionJob
-from apportion.engine import Context, run
+from apportion.engine import run
 from apportion.errors import Rejected
-from apportion.partition import dynamic, highs, lp, model, schema
+from apportion.partition import highs, lp, model
 from tests.support.jobs import SMALL_PARTITION
-
-
-def _problem(data: dict[str, Any]) -> model.Problem:
-    limits = Context().limits
-    parsed = schema.parse(PartitionJob.model_validate(data), limits)
-    return model.build(parsed.disks, dynamic.resolve(parsed, limits).spaces)
+from tests.unit.partition.support import problem_of
 
 
 def _by_highs(problem: model.Problem) -> Any:
@@ -95,7 +89,7 @@ def test_the_small_job_gets_root_the_rest_of_the_disk_without_a_solver_call(
 @given(one_disk_jobs())
 def test_the_greedy_point_is_the_vertex_highs_finds_on_one_disk(data: dict[str, Any]) -> None:
     try:
-        problem = _problem(data)
+        problem = problem_of(data)
     except Rejected:  # e.g. a vg's lvs larger than the disk: never reaches the LP
         assume(False)
     assume(not problem.groups)
@@ -112,7 +106,7 @@ def test_the_greedy_point_is_the_vertex_highs_finds_on_one_disk(data: dict[str, 
 
 
 def test_a_space_whose_min_exceeds_its_max_leaves_the_one_disk_lp_without_answer() -> None:
-    problem = _problem(
+    problem = problem_of(
         {
             "schema": [{"id": "a", "type": "partition"}],
             "hardware": {"disks": [{"id": "sda", "size": 100}]},
@@ -133,7 +127,7 @@ def test_a_space_whose_min_exceeds_its_max_leaves_the_one_disk_lp_without_answer
 
 
 def test_spaces_needing_more_than_the_disk_leave_the_one_disk_lp_without_answer() -> None:
-    problem = _problem(
+    problem = problem_of(
         {
             "schema": [
                 {"id": "a", "type": "partition", "min_size": 70},
@@ -150,7 +144,7 @@ def test_spaces_needing_more_than_the_disk_leave_the_one_disk_lp_without_answer(
 def test_an_objective_with_equal_coefficients_is_left_to_highs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    problem = _problem(
+    problem = problem_of(
         {
             "schema": [{"id": "a", "type": "partition"}, {"id": "b", "type": "partition"}],
             "hardware": {"disks": [{"id": "sda", "size": 100}]},
@@ -192,7 +186,7 @@ def test_a_thousand_spaces_on_one_disk_get_highs_vertex_where_order_terms_are_cl
             space["best_with_disks"] = ["sda"]
         spaces.append(space)
     disk = sum(i % 3 for i in range(1000)) + 300
-    problem = _problem({"schema": spaces, "hardware": {"disks": [{"id": "sda", "size": disk}]}})
+    problem = problem_of({"schema": spaces, "hardware": {"disks": [{"id": "sda", "size": disk}]}})
     assert not problem.groups
 
     greedy = lp.one_disk(problem)

@@ -5,19 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from apportion.contracts.partition import PartitionJob
-from apportion.engine import Context
-from apportion.partition import dynamic, lp, model, schema
+from apportion.partition import lp, model
+from tests.unit.partition.support import problem_of
 
 from .support import disks, in_vg, lv, partition, payload, sizes, solve_payload, totals
 
 ROOT_AND_SWAP = in_vg(lv("root", min_size=50), lv("swap", size=10))
-
-
-def _problem(data: dict[str, object]) -> model.Problem:
-    limits = Context().limits
-    parsed = schema.parse(PartitionJob.model_validate(data), limits)
-    return model.build(parsed.disks, dynamic.resolve(parsed, limits).spaces)
 
 
 def test_root_takes_the_rest_of_a_single_disk_after_the_fixed_swap() -> None:
@@ -28,7 +21,7 @@ def test_root_takes_the_rest_of_a_single_disk_after_the_fixed_swap() -> None:
 
 def test_the_seed_lp_for_root_and_swap_has_its_max_disk_and_min_rows() -> None:
     # Seed: −x1 − x2 ≥ −100, x1 ≥ 50, −x2 ≥ −10, x2 ≥ 10 (plus `unallocated`, column 3).
-    upper = lp.upper_rows(_problem(payload(ROOT_AND_SWAP)))
+    upper = lp.upper_rows(problem_of(payload(ROOT_AND_SWAP)))
     assert upper.matrix.toarray().tolist() == [
         [0, 1, 0],  # swap ≤ 10 (its max)
         [1, 1, 1],  # the disk: root + swap + unallocated ≤ 100
@@ -65,7 +58,7 @@ def test_objective_matches_the_seeds_best_with_disks_vector() -> None:
         ],
         disks(("sda", 100, "hdd"), ("sdb", 10, "ssd")),
     )
-    assert _problem(job).objective.tolist() == pytest.approx(
+    assert problem_of(job).objective.tolist() == pytest.approx(
         [2 + 1 / 2, 0 + 1 / 4, 1, 0 + 1 / 9, 2 + 1 / 12, 1], abs=1e-15
     )
 

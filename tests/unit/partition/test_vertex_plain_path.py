@@ -8,25 +8,18 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from apportion.contracts.partition import PartitionJob
-from apportion.engine import Context
-from apportion.partition import dynamic, integer, lp, model, schema
+from apportion.partition import integer, lp, model
+from tests.unit.partition.support import problem_of
 from tests.unit.partition.test_properties import jobs
 
 # Whole MiB, float noise either side of the tolerance, and halves (round half to even).
 OFFSETS = [0.0, 0.0, 0.0, 1e-9, -1e-9, 2e-6, -2e-6, 0.5, -0.5, 0.25]
 
 
-def _problem(data: dict[str, Any]) -> model.Problem:
-    limits = Context().limits
-    parsed = schema.parse(PartitionJob.model_validate(data), limits)
-    return model.build(parsed.disks, dynamic.resolve(parsed, limits).spaces)
-
-
 @st.composite
 def layouts(draw: st.DrawFn) -> tuple[model.Problem, np.ndarray[Any, Any]]:
     data, _, _ = draw(jobs())
-    problem = _problem(data)
+    problem = problem_of(data)
     relaxed = lp.solve(problem)
     if relaxed is not None and draw(st.booleans()):
         x = relaxed.x.copy()  # the LP's own vertex, sometimes nudged
@@ -63,7 +56,7 @@ def test_the_plain_vertex_check_rounds_and_rejects_as_the_numpy_one(
 
 
 def test_a_vertex_off_a_whole_mib_is_not_one_on_either_path() -> None:
-    problem = _problem(
+    problem = problem_of(
         {
             "schema": [{"id": "a", "type": "partition"}],
             "hardware": {"disks": [{"id": "d", "size": 10}]},
@@ -76,7 +69,7 @@ def test_a_vertex_off_a_whole_mib_is_not_one_on_either_path() -> None:
 
 
 def test_a_vertex_with_an_infinite_or_undefined_value_is_no_layout() -> None:
-    problem = _problem(
+    problem = problem_of(
         {
             "schema": [{"id": "a", "type": "partition"}],
             "hardware": {"disks": [{"id": "d", "size": 10}]},
