@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from typing import Literal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
@@ -172,6 +172,7 @@ class Settings(EngineSettings):
                 )
             if schemes == {"sentinel"}:
                 _one_sentinel_database(name, url)
+            _ports_and_databases_readable(name, url)
         return self
 
     @property
@@ -282,6 +283,28 @@ def url_scheme(url: str) -> str:
 def get_settings() -> Settings:
     """Process-wide settings, read once from the environment."""
     return Settings()
+
+
+def _ports_and_databases_readable(name: str, url: str) -> None:
+    """Refuse what would fail only when a client first connects, or be read differently
+    by each client: a port that is no number from 1 to 65535, and a ``db`` query option
+    (redis-py and Celery's result backend take ``?db=N`` over the URL's path; kombu's
+    ``Connection`` refuses it with a TypeError, so the worker would not start). The URL
+    is not repeated: it may hold a password.
+    """
+    for part in url.split(";"):
+        parts = urlsplit(part.strip())
+        try:
+            port = parts.port  # urllib checks the port when it is read
+        except ValueError:
+            port = 0
+        if port is not None and not 0 < port <= 65535:
+            raise ValueError(f"{name}: a port must be a number from 1 to 65535")
+        if "db" in parse_qs(parts.query):
+            raise ValueError(
+                f"{name}: write the database as the URL's path (redis://host:6379/2), "
+                "not as ?db=, which Celery's transport does not take"
+            )
 
 
 def _one_sentinel_database(name: str, url: str) -> None:

@@ -233,3 +233,43 @@ def test_submit_says_it_cannot_reach_the_broker_when_no_sentinel_answers() -> No
     )
     assert "Traceback" not in proc.stderr
     assert "s3cret" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://:pass@cache:63x9/0",
+        "redis://cache:0/0",
+        "redis://cache:70000/0",
+        "sentinel://h1:26379/0;sentinel://h2:2637o",
+    ],
+)
+def test_a_port_that_is_no_number_from_1_to_65535_is_refused_before_anything_connects(
+    url: str,
+) -> None:
+    with pytest.raises(ValidationError, match="a port must be a number from 1 to 65535") as refused:
+        Settings(redis_url=url, sentinel_master="apportion")
+    assert "pass" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://cache:6379?db=2",
+        "redis://cache:6379/0?socket_timeout=5&db=2",
+        "sentinel://h1:26379?db=2;sentinel://h2:26379",
+    ],
+)
+def test_a_database_given_as_a_query_option_is_refused_for_the_urls_path(url: str) -> None:
+    # redis-py and Celery's backend would use db 2, kombu's Connection raises TypeError.
+    with pytest.raises(ValidationError, match=r"write the database as the URL's path"):
+        Settings(broker_url=url, sentinel_master="apportion")
+
+
+def test_kombu_refuses_a_database_query_option_that_redis_py_takes() -> None:
+    # Why the settings refuse ?db=: the two clients disagree about it.
+    from kombu import Connection
+
+    assert make_redis("redis://cache:6379/0?db=2").connection_pool.connection_kwargs["db"] == 2
+    with pytest.raises(TypeError):
+        Connection("redis://cache:6379/0?db=2")
