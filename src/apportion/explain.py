@@ -6,9 +6,10 @@
   hatched grey; and a table of disks × spaces.
 * the other kinds — a short summary on the console (no picture).
 
-The tables need nothing extra; the pictures use matplotlib, an optional extra
-(``pip install 'apportion[plot]'``), imported only when a picture is asked for. Output
-format follows the file name (``.png`` or ``.svg``).
+The tables need nothing extra; the pictures use matplotlib, the optional ``plot`` extra
+(in a checkout: ``.venv/bin/pip install -e '.[plot]'``, or ``scripts/bootstrap dev``),
+imported only when a picture is asked for. Output format follows the file name (``.png``
+or ``.svg``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ from rich.markup import escape
 from rich.table import Table
 
 UNALLOCATED = "unallocated"
+PLOT_MISSING = (
+    "pictures need matplotlib, the plot extra: in the checkout run "
+    "`.venv/bin/pip install -e '.[plot]'` (or `scripts/bootstrap dev`)"
+)
 
 
 class PlotUnavailable(RuntimeError):
@@ -34,8 +39,8 @@ def _pyplot() -> Any:
 
         matplotlib.use("Agg")  # files only, never a screen
         import matplotlib.pyplot as plt
-    except ImportError as exc:  # pragma: no cover - depends on the extra being absent
-        raise PlotUnavailable("pictures need matplotlib: pip install 'apportion[plot]'") from exc
+    except ImportError as exc:
+        raise PlotUnavailable(PLOT_MISSING) from exc
     return plt
 
 

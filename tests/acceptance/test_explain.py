@@ -54,7 +54,7 @@ def test_a_partition_envelope_is_drawn_as_a_bar_per_disk_in_svg(tmp_path: Path) 
     ("args", "message"),
     [
         (("--kind", "launch_select", "--out", "x.pdf"), "--out must end in .png or .svg"),
-        ((), "pass --kind"),
+        ((), "give its kind to solve it as a job: explain KIND FILE"),
     ],
 )
 def test_explain_mistakes_are_usage_errors(args: tuple[str, ...], message: str) -> None:

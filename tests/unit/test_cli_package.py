@@ -9,9 +9,10 @@ import sys
 
 import pytest
 
-from apportion import kinds
-from apportion.cli.common import KIND_HELP
+from apportion.cli import DESCRIPTION, build_parser
+from apportion.cli.common import EVENT_KIND_NAMES, KIND_HELP, KIND_NAMES
 from apportion.cli.worker import worker_argv
+from apportion.kinds.builtin import BUILTIN
 
 HEAVY = ("celery", "kombu", "redis", "pydantic", "numpy", "scipy", "yaql", "rich")
 
@@ -45,9 +46,51 @@ def test_submitting_imports_no_engine_library() -> None:
     assert loaded.isdisjoint({"numpy", "scipy", "yaql"})
 
 
-def test_the_kind_help_names_every_built_in_kind() -> None:
-    for name in kinds.names():
-        assert name in KIND_HELP
+def test_the_cli_names_the_built_in_kinds_of_the_registry_in_its_order() -> None:
+    assert tuple(kind.name for kind in BUILTIN) == KIND_NAMES
+    assert tuple(k.name for k in BUILTIN if k.summary.startswith("(event)")) == EVENT_KIND_NAMES
+    assert KIND_HELP == (
+        "job kind: auto_attach, guest_host_attach, launch_select, partition, launch_outcome"
+    )
+
+
+def test_the_top_level_help_names_every_job_kind_and_the_event() -> None:
+    assert DESCRIPTION.startswith(
+        "Allocation worker: answers auto_attach, guest_host_attach, launch_select and "
+        "partition jobs and records launch_outcome events, "
+    )
+    assert build_parser().description == DESCRIPTION
+
+
+@pytest.mark.parametrize("option", ["--host", "--address"])
+def test_metrics_binds_the_address_given_as_host_or_as_its_alias_address(option: str) -> None:
+    args = build_parser().parse_args(["metrics", option, "0.0.0.0"])
+
+    assert args.host == "0.0.0.0"
+
+
+def test_metrics_binds_the_loopback_address_by_default() -> None:
+    assert build_parser().parse_args(["metrics"]).host == "127.0.0.1"
+
+
+@pytest.mark.parametrize(
+    ("command", "text"),
+    [
+        ("health", "unhealthy when a queue holds more jobs (default: no limit)"),
+        ("health", "for its ack (seconds; default: no limit)"),
+        ("submit", "broker connection attempts before giving up (default 3)"),
+        ("events", "exit after N idle seconds (default: never, follow until Ctrl-C)"),
+        ("metrics", "address to bind (127.0.0.1; --address is the same)"),
+    ],
+)
+def test_the_help_of_an_option_states_its_default(
+    command: str, text: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # one line per option: the text is not wrapped
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([command, "--help"])
+
+    assert text in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

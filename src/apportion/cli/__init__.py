@@ -18,7 +18,14 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from apportion.cli.common import EXIT_FAILED, EXIT_USAGE, CommandFailed, UsageError
+from apportion.cli.common import (
+    EVENT_KIND_NAMES,
+    EXIT_FAILED,
+    EXIT_USAGE,
+    JOB_KIND_NAMES,
+    CommandFailed,
+    UsageError,
+)
 
 # Subcommand → module in this package, in the order `apportion --help` lists them.
 COMMANDS: dict[str, str] = {
@@ -35,6 +42,17 @@ COMMANDS: dict[str, str] = {
     "demo": "demo",
     "studio": "studio",
 }
+
+
+def _listed(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+DESCRIPTION = (
+    f"Allocation worker: answers {_listed(JOB_KIND_NAMES)} jobs and records "
+    f"{_listed(EVENT_KIND_NAMES)} events, in-process (solve) or through Redis and Celery "
+    "workers (submit, worker). Contract: docs/contract.md; examples: examples/."
+)
 
 
 class _Version(argparse.Action):
@@ -61,8 +79,7 @@ class _Version(argparse.Action):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="apportion",
-        description="Allocation worker: auto-attach, launch selection, disk partitioning. "
-        "Contract: docs/contract.md; examples: examples/.",
+        description=DESCRIPTION,
     )
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -94,4 +111,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "DESCRIPTION", "build_parser", "main"]

@@ -14,7 +14,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--group", default=None, help="consumer group (default apportion-subscribers)")
     p.add_argument("--consumer", default=None, help="consumer name (default host-pid)")
     p.add_argument("--count", type=int, default=None, help="exit after this many events")
-    p.add_argument("--idle-exit", type=float, default=None, help="exit after N idle seconds")
+    p.add_argument(
+        "--idle-exit",
+        type=float,
+        default=None,
+        help="exit after N idle seconds (default: never, follow until Ctrl-C)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.add_argument(
         "--claim-idle-ms",

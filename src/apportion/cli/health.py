@@ -23,11 +23,16 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--timeout", type=float, default=1.0, help="seconds to wait for Redis and workers (1)"
     )
-    p.add_argument("--max-queue-depth", type=int, help="unhealthy when a queue holds more jobs")
+    p.add_argument(
+        "--max-queue-depth",
+        type=int,
+        help="unhealthy when a queue holds more jobs (default: no limit)",
+    )
     p.add_argument(
         "--max-pending-age",
         type=float,
-        help="unhealthy when a stream entry waits longer than this for its ack (seconds)",
+        help="unhealthy when a stream entry waits longer than this for its ack (seconds; "
+        "default: no limit)",
     )
     p.add_argument("--json", action="store_true", help="the report as one JSON object")
     p.set_defaults(func=run)

@@ -43,7 +43,10 @@ def add_parser(sub: Any) -> None:
         "(default 120)",
     )
     p.add_argument(
-        "--connect-retries", type=int, default=3, help="broker connection attempts before giving up"
+        "--connect-retries",
+        type=int,
+        default=3,
+        help="broker connection attempts before giving up (default %(default)s)",
     )
     p.add_argument(
         "--progress",
