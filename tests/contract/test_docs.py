@@ -3,6 +3,8 @@ error code, limit and setting is documented, and nothing points outside the repo
 
 from __future__ import annotations
 
+import ast
+import inspect
 import re
 import subprocess
 from pathlib import Path
@@ -14,6 +16,7 @@ from apportion import kinds
 from apportion.config.settings import Settings
 from apportion.limits import Limits
 from apportion.schemas import job_schema
+from apportion.workers.redis.keys import Keys
 from tests.support import gen_docs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,23 +61,101 @@ def test_every_field_of_every_job_is_documented_in_the_contract(kind: str) -> No
     assert undocumented == []
 
 
+def _python_trees() -> list[ast.Module]:
+    return [
+        ast.parse(path.read_text())
+        for folder in ("src", "workers", "tasks", "config")
+        for path in sorted((REPO / folder).rglob("*.py"))
+    ]
+
+
+def _code_takers(trees: list[ast.Module]) -> set[str]:
+    """Names of what takes an error code as its first argument: a function whose first
+    parameter is ``code`` (``_verdict``), a class whose ``__init__``'s is, or a dataclass
+    whose first field is (``ShapeProblem``, ``ErrorInfo``)."""
+    takers = set()
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef):
+                params = [a.arg for a in node.args.args if a.arg not in ("self", "cls")]
+                if params[:1] == ["code"]:
+                    takers.add(node.name)
+            elif isinstance(node, ast.ClassDef):
+                fields = [s.target for s in node.body if isinstance(s, ast.AnnAssign)]
+                if fields and isinstance(fields[0], ast.Name) and fields[0].id == "code":
+                    takers.add(node.name)
+                init = next(
+                    (
+                        f
+                        for f in node.body
+                        if isinstance(f, ast.FunctionDef) and f.name == "__init__"
+                    ),
+                    None,
+                )
+                if init is not None and [a.arg for a in init.args.args[1:2]] == ["code"]:
+                    takers.add(node.name)
+    return takers
+
+
+def _constants(tree: ast.Module) -> dict[str, str]:
+    """A module's top-level ``NAME = "text"`` (``CODE = "unknown_field"``)."""
+    return {
+        target.id: node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+
+
+def _text(node: ast.AST | None, constants: dict[str, str]) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return constants.get(node.id) if isinstance(node, ast.Name) else None
+
+
+def _callee(call: ast.Call) -> str | None:
+    if isinstance(call.func, ast.Name):
+        return call.func.id
+    if isinstance(call.func, ast.Attribute):
+        return call.func.attr
+    return None
+
+
 def _codes_in_code() -> set[str]:
-    """Error codes named in the code: `code="…"` (and `code: str = "…"`) everywhere, and
-    the codes the edge and the gate pass by position."""
-    pattern = re.compile(r"""\bcode\s*(?:=|:\s*str\s*=)\s*["']([a-z_]+)["']""")
-    positional = re.compile(r"""^\s*["']([a-z]+(?:_[a-z]+)+)["'],""", re.MULTILINE)
-    found = set()
-    for folder in ("src", "workers", "tasks", "config"):
-        for path in (REPO / folder).rglob("*.py"):
-            found |= set(pattern.findall(path.read_text()))
-    for path in (REPO / "src/apportion/edge.py", REPO / "workers/broker/gate.py"):
-        if path.exists():
-            found |= {c for c in positional.findall(path.read_text()) if c in KNOWN_SHAPE}
-    return found
+    """Error codes the code can answer with, wherever it names one: ``code="…"`` in a
+    call, ``code = "…"`` (or ``code: str = "…"``) as a default, and a code passed by
+    position to whatever takes a code first (``ShapeProblem("invalid_json", …)``); a
+    module's constant (``code=CODE``) counts as its text."""
+    trees = _python_trees()
+    takers = _code_takers(trees)
+    found: set[str | None] = set()
+    for tree in trees:
+        constants = _constants(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                found |= {_text(k.value, constants) for k in node.keywords if k.arg == "code"}
+                if node.args and _callee(node) in takers:
+                    found.add(_text(node.args[0], constants))
+            elif isinstance(node, ast.Assign):
+                if any(isinstance(t, ast.Name) and t.id == "code" for t in node.targets):
+                    found.add(_text(node.value, constants))
+            elif (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and node.target.id == "code"
+            ):
+                found.add(_text(node.value, constants))
+    return {code for code in found if code is not None}
 
 
-# Codes the edge and the gate answer with (passed by position, not as code=).
-KNOWN_SHAPE = {"number_out_of_range", "invalid_string", "reserved_key", "too_deep"}
+def test_error_codes_passed_by_position_or_as_a_constant_are_found() -> None:
+    # The edge answers these as ShapeProblem("…", …), the gate as _verdict("…", …),
+    # unknown_fields.py as code=CODE.
+    assert {"invalid_json", "number_out_of_range", "reserved_key", "too_deep"} <= _codes_in_code()
+    assert "unknown_field" in _codes_in_code()
 
 
 def test_every_error_code_the_code_can_answer_is_in_the_contracts_table() -> None:
@@ -83,6 +164,52 @@ def test_every_error_code_the_code_can_answer_is_in_the_contracts_table() -> Non
 
     assert _codes_in_code() - documented == set()
     assert {"invalid_job", "internal_error", "time_limit", "unknown_field"} <= documented
+
+
+def _key_patterns() -> dict[str, str]:
+    """Every key workers/redis/keys.py names, each parameter shown as ``<name>``
+    (``apportion:published:<kind>:<job_id>``); a bare prefix or a list is skipped."""
+    keys = Keys("apportion")
+    patterns = {}
+    for name, member in vars(Keys).items():
+        if name.startswith("_"):
+            continue
+        if isinstance(member, property):
+            value = getattr(keys, name)
+        elif inspect.isfunction(member):
+            params = list(inspect.signature(member).parameters)[1:]
+            value = member(keys, *(f"<{p}>" for p in params))
+        else:
+            continue
+        if isinstance(value, str) and not value.endswith(":"):
+            patterns[name] = value
+    return patterns
+
+
+def test_the_key_patterns_are_read_from_every_method_of_keys() -> None:
+    assert _key_patterns()["delivery_count"] == "apportion:deliveries:<delivery_tag>"
+    assert _key_patterns()["dead_letters_stream"] == "apportion:dead-letters"
+    assert len(_key_patterns()) == 10  # every method and property but the bare prefix
+
+
+@pytest.mark.parametrize(("method", "key"), sorted(_key_patterns().items()))
+def test_every_key_apportion_writes_is_in_the_contracts_table(method: str, key: str) -> None:
+    table = CONTRACT.split("## Streams and keys", 1)[1].split("\n## ", 1)[0]
+    named = {
+        name
+        for row in table.splitlines()
+        if row.startswith("| `")
+        for name in re.findall(r"`([^`]+)`", row.split(" | ", 1)[0])
+    }
+    # A parameter may be written as one value the code passes (recent-jobs:launch_select).
+    shape = re.compile(
+        "".join(
+            "[a-z_]+" if part.startswith("<") else re.escape(part)
+            for part in re.split(r"(<[a-z_]+>)", key)
+        )
+    )
+
+    assert key in named or any(shape.fullmatch(name) for name in named), (method, key)
 
 
 @pytest.mark.parametrize("name", sorted(Limits.model_fields))
