@@ -151,6 +151,7 @@ def _solve(task: Task, kind: JobKind, job: Any, rt: Runtime, task_id: str) -> En
             rt.context(policies_read),
             job_id=job_id or task_id,
             reraise=(SoftTimeLimitExceeded,),
+            decoded=True,  # a task's argument: a string in it is no job, not JSON text
         )
 
     envelope = rerun(job)

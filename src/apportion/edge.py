@@ -12,7 +12,10 @@ raise ``RecursionError`` here):
   surrogates such as ``"\\ud800"``: the job would be answered but its result could
   never be serialised), and numbers outside what the engines compute with (integers
   beyond 64 bits, which float conversion rejects with ``OverflowError``, and
-  non-finite floats, which JSON cannot carry).
+  non-finite floats, which JSON cannot carry), and **reserved objects**: an object made
+  of exactly ``__type__`` and ``__value__`` is what kombu's JSON codec turns into a
+  Python object (a datetime, a Decimal …) or fails on, so a worker's gate refuses it
+  (workers/broker/gate.py) and ``apportion solve`` must too (:func:`is_reserved`).
 
 Every message names the limit an operator raises (``APPORTION_LIMITS__*``) or, for
 the fixed number range, what the engines support.
@@ -31,7 +34,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from apportion.edge_fast import Bounds, fast_decode
+from apportion.edge_fast import Bounds, fast_decode, may_hold_type_key
 from apportion.errors import Problem, Rejected
 from apportion.limits import DEFAULT_LIMITS, Limits, env_name
 
@@ -41,6 +44,65 @@ INT_MAX = 2**63 - 1
 INT_MIN = -(2**63)
 _FLOAT_MAX = 1.7976931348623157e308  # finite floats: NaN and ±inf fail both comparisons
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+# kombu's JSON decoder turns {"__type__": ..., "__value__": ...} into Python objects
+# (datetime, Decimal, UUID, bytes) or raises on unknown types: never in a job or answer.
+RESERVED_KEYS = frozenset(("__type__", "__value__"))
+RESERVED_MESSAGE = (
+    "an object made of exactly __type__ and __value__ is reserved by the message codec; "
+    "rename those keys"
+)
+
+
+def is_reserved(obj: dict[Any, Any]) -> bool:
+    """Whether ``obj`` is an object the message codec reserves (see :data:`RESERVED_KEYS`)."""
+    return len(obj) == 2 and RESERVED_KEYS.issuperset(obj)
+
+
+def reserved_path(value: Any) -> str | None:
+    """The path of the first reserved object in JSON data ``value``; None if it has none.
+
+    A walk of every container: call it only when the data may hold one (the text
+    holds ``"__type__"``, see :func:`apportion.edge_fast.may_hold_type_key`).
+    """
+    stack: list[tuple[Any, str]] = [(value, "$")]
+    while stack:
+        node, path = stack.pop()
+        if type(node) is dict:
+            if is_reserved(node):
+                return path
+            stack.extend((child, _join(path, k)) for k, child in node.items())
+        elif type(node) is list:
+            stack.extend((child, f"{path}[{i}]") for i, child in enumerate(node))
+    return None
+
+
+def out_of_range_message(digits: int) -> str:
+    return (
+        f"an integer of {digits} digits is outside the 64-bit range the engines compute in "
+        "(-9223372036854775808 to 9223372036854775807)"
+    )
+
+
+def too_many_digits(exc: BaseException) -> bool:
+    """Whether ``exc`` is Python's refusal to convert an integer of more digits than
+    ``sys.get_int_max_str_digits()`` (4,300 by default) from or to text."""
+    return isinstance(exc, ValueError) and "integer string conversion" in str(exc)
+
+
+class LongInteger(ValueError):
+    """JSON text holds an integer literal longer than Python converts (4,300 digits)."""
+
+    def __init__(self, path: str, digits: int, value: Any = None) -> None:
+        super().__init__(f"{path}: {out_of_range_message(digits)}")
+        self.path = path
+        self.digits = digits
+        # The text's value with each such literal replaced by a placeholder (not JSON
+        # data): what the rest of the document says, such as the job's id.
+        self.value = value
+
+    def rejected(self) -> Rejected:
+        return Rejected.at(self.path, out_of_range_message(self.digits), code="number_out_of_range")
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,11 +173,58 @@ def strict_decode(
         marked.append(duplicate)
         return duplicate
 
-    if allow_constants:
-        value = json.loads(text, object_pairs_hook=pairs_hook)
-    else:
-        value = json.loads(text, parse_constant=_no_constants, object_pairs_hook=pairs_hook)
+    constant = None if allow_constants else _no_constants
+    try:
+        value = json.loads(text, parse_constant=constant, object_pairs_hook=pairs_hook)
+    except ValueError as exc:
+        if too_many_digits(exc):
+            raise _long_integer(text, constant) from None
+        raise
     return value, (_locate_duplicate(value) if marked else None)
+
+
+class _Long:
+    """An integer literal too long to convert, kept in place so its path can be found."""
+
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+def _long_integer(text: str | bytes, constant: Any) -> LongInteger:
+    """The :class:`LongInteger` for text that holds one: decoded again, each literal
+    Python cannot convert kept as a :class:`_Long`, to find its path."""
+
+    longest = [0]
+
+    def parse_int(literal: str) -> Any:
+        try:
+            return int(literal)
+        except ValueError:
+            digits = len(literal.lstrip("-"))
+            longest[0] = max(longest[0], digits)
+            return _Long(digits)
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(pairs)
+        if len(obj) < len(pairs):  # a repeated key: keep the literal whichever came last
+            obj.update((key, item) for key, item in pairs if isinstance(item, _Long))
+        return obj
+
+    value = json.loads(
+        text, parse_constant=constant, parse_int=parse_int, object_pairs_hook=pairs_hook
+    )
+    stack: list[tuple[Any, str]] = [(value, "$")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, _Long):
+            return LongInteger(path, node.digits, value)
+        if isinstance(node, dict):
+            stack.extend((child, _join(path, k)) for k, child in node.items())
+        elif isinstance(node, list):
+            stack.extend((child, f"{path}[{i}]") for i, child in enumerate(node))
+    return LongInteger("$", longest[0], value)  # inside a repeated key's dropped value: no path
 
 
 def loads(text: str | bytes, limits: Limits = DEFAULT_LIMITS) -> Any:
@@ -149,6 +258,8 @@ def load_bounded(text: str | bytes, limits: Limits = DEFAULT_LIMITS) -> tuple[An
             f"{env_name('max_json_depth')})",
             code="too_deep",
         ) from None
+    except LongInteger as exc:
+        raise exc.rejected() from None
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise Rejected.at("$", f"not valid JSON: {exc}", code="malformed_json") from None
     if duplicate is not None:
@@ -186,8 +297,11 @@ def _join(path: str, key: str) -> str:
 
 
 def _keys_ok(dicts: list[dict[Any, Any]], max_string: int) -> bool:
-    """Every key of every dict a string of at most ``max_string`` without a lone surrogate."""
+    """Every key of every dict a string of at most ``max_string`` without a lone
+    surrogate, and no dict reserved (:func:`is_reserved`)."""
     keys = set().union(*dicts)  # a job repeats its keys: each distinct one checked once
+    if "__type__" in keys and any(map(is_reserved, dicts)):
+        return False
     try:
         # C-level passes; isascii() is O(1) per string, the surrogate search only for others
         return max(map(len, keys), default=0) <= max_string and (
@@ -276,12 +390,7 @@ def _scalar_problem(value: Any, path: str, max_string: int) -> ShapeProblem | No
         if INT_MIN <= value <= INT_MAX:
             return None
         return ShapeProblem(
-            "number_out_of_range",
-            Problem(
-                path,
-                f"an integer of {len(str(abs(value)))} digits is outside the 64-bit range the "
-                "engines compute in (-9223372036854775808 to 9223372036854775807)",
-            ),
+            "number_out_of_range", Problem(path, out_of_range_message(len(str(abs(value)))))
         )
     if isinstance(value, float):
         if -_FLOAT_MAX <= value <= _FLOAT_MAX:
@@ -349,6 +458,8 @@ def _locate(payload: Any, limits: Limits) -> ShapeProblem | None:
                 ),
             )
         in_list = isinstance(value, list)
+        if not in_list and is_reserved(value):
+            return ShapeProblem("reserved_key", Problem(path, RESERVED_MESSAGE))
         for key, child in items:
             if in_list:
                 child_path = f"{path}[{key}]"
@@ -383,12 +494,20 @@ def _key_problem(key: Any, path: str, max_string: int) -> ShapeProblem | None:
 __all__ = [
     "INT_MAX",
     "INT_MIN",
+    "RESERVED_KEYS",
+    "RESERVED_MESSAGE",
     "Bounds",
+    "LongInteger",
     "ShapeProblem",
     "decode",
     "duplicate_key",
+    "is_reserved",
     "load_bounded",
     "loads",
+    "may_hold_type_key",
+    "out_of_range_message",
+    "reserved_path",
     "shape_problem",
     "strict_decode",
+    "too_many_digits",
 ]

@@ -60,11 +60,15 @@ class Bounds:
     height: int  # levels of nesting: 0 for a scalar, 1 for a flat array or object
     items: int  # at least the number of array items and object members in the document
     longest: int  # at least the length of every string and key in it
+    # The text may hold the key "__type__", so perhaps a reserved object (see
+    # apportion.edge.is_reserved): only a walk can tell.
+    typed: bool = False
 
     def vouch(self, limits: Limits, level: int = 0) -> bool:
         """True when a value ``level`` levels inside the document breaks no shape rule."""
         return (
-            self.height - level <= limits.max_json_depth
+            not self.typed
+            and self.height - level <= limits.max_json_depth
             and self.items <= limits.max_json_items
             and self.longest <= limits.max_string_length
         )
@@ -96,7 +100,25 @@ def fast_decode(text: str | bytes, limits: Limits | None = None) -> tuple[Any, B
     # Each item is at least one byte; an array or object of n items holds n - 1 commas.
     items = len(data) if len(data) <= max_items else data.count(b",") + skeleton.count(b"[")
     max_string = limits.max_string_length if limits else 0
-    return value, Bounds(height, items, _longest(quoted, max_string))
+    return value, Bounds(height, items, _longest(quoted, max_string), may_hold_type_key(data))
+
+
+def _as_json_writes(text: str) -> bytes:
+    """A pattern for ``text`` inside a JSON string, each character literal or escaped."""
+    return b"".join(
+        b"(?:%s|\\\\u%s)"
+        % (re.escape(ch.encode()), "".join(f"[{d}{d.upper()}]" for d in f"{ord(ch):04x}").encode())
+        for ch in text
+    )
+
+
+_ESCAPED_TYPE_KEY = re.compile(b'"' + _as_json_writes("__type__") + b'"')
+
+
+def may_hold_type_key(data: bytes) -> bool:
+    """Whether JSON text ``data`` may hold the key ``"__type__"``: one C-level search
+    of the text, and a second only when it holds an escape."""
+    return b'"__type__"' in data or (b"\\u" in data and _ESCAPED_TYPE_KEY.search(data) is not None)
 
 
 def _unescaped(data: bytes) -> bytes:

@@ -161,10 +161,15 @@ class _Attempt:
 
 
 def _answer(
-    spec: kinds.JobKind, payload: Any, ctx: Context, attempt: _Attempt, vouched: bool
+    spec: kinds.JobKind,
+    payload: Any,
+    ctx: Context,
+    attempt: _Attempt,
+    vouched: bool,
+    decoded: bool,
 ) -> Any:
     """Decode, validate and solve: the result as plain data, or a domain error."""
-    if isinstance(payload, str | bytes):
+    if not decoded and isinstance(payload, str | bytes):
         payload, bounds = edge.load_bounded(payload, ctx.limits)
         vouched = bounds is not None and bounds.vouch(ctx.limits)
         attempt.job_id = _payload_job_id(spec, payload) or attempt.job_id
@@ -202,9 +207,15 @@ def run(
     job_id: str | None = None,
     reraise: tuple[type[BaseException], ...] = (),
     vouched: bool = False,
+    decoded: bool = False,
 ) -> Envelope:
     """Validate, solve and wrap one job. Raises only :class:`~apportion.kinds.UnknownKind`
     and ``reraise``.
+
+    ``payload`` is the job as data, or as JSON text (``str`` or ``bytes``) for a Python
+    caller that has the text. ``decoded``: the payload is a value already decoded from
+    JSON (the CLI's input, a task's argument), so a string is a JSON string, which is
+    no job (``invalid_job``), never text to decode a second time.
 
     ``job_id`` is the fallback idempotency key (the Celery task id) used when the
     job carries none. ``reraise`` lets the caller keep exceptions that are its own
@@ -228,7 +239,7 @@ def run(
         )
 
     try:
-        result = _answer(spec, payload, ctx or Context(), attempt, vouched)
+        result = _answer(spec, payload, ctx or Context(), attempt, vouched, decoded)
     except Infeasible as exc:
         return envelope(status="infeasible", error=error_info(exc))
     except DomainError as exc:  # Rejected and every other domain error

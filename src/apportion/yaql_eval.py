@@ -72,6 +72,7 @@ from yaql.language import exceptions as yaql_exceptions
 from yaql.language import expressions
 from yaql.language import utils as yaql_utils
 
+from apportion.edge import reserved_path, too_many_digits
 from apportion.errors import Problem, Rejected
 from apportion.limits import Limits, env_name
 
@@ -210,6 +211,13 @@ def _to_data(value: Any) -> Any:
     raise TypeError(f"the result is a {type(value).__name__}, not data")
 
 
+# Python converts integers of at most 4,300 digits to and from text; its own message
+# would advise the user to call sys.set_int_max_str_digits().
+_LONG_NUMBER = (
+    "an integer of more than 4300 digits, far outside the 64-bit range the engines compute in"
+)
+
+
 def _classify(exc: BaseException, limits: Limits) -> tuple[str, str]:
     if isinstance(exc, yaql_exceptions.CollectionTooLargeException):
         return ITERATIONS, (
@@ -227,6 +235,8 @@ def _classify(exc: BaseException, limits: Limits) -> tuple[str, str]:
         )
     if isinstance(exc, RecursionError):
         return ERROR, "yaql expression recursed too deeply"
+    if too_many_digits(exc):
+        return ERROR, f"yaql evaluation failed: {_LONG_NUMBER}"
     return ERROR, f"yaql evaluation failed: {type(exc).__name__}: {_short(exc)}"
 
 
@@ -279,11 +289,12 @@ def _result_line(
     try:
         return json.dumps({"i": index, "v": value}, default=_to_data, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        message = (
-            "the result is not a finite number"
-            if isinstance(exc, ValueError) and "float" in str(exc)
-            else f"the result cannot be returned as data: {_short(exc)}"
-        )
+        if too_many_digits(exc):
+            message = f"the result holds {_LONG_NUMBER}"
+        elif isinstance(exc, ValueError) and "float" in str(exc):
+            message = "the result is not a finite number"
+        else:
+            message = f"the result cannot be returned as data: {_short(exc)}"
         return json.dumps({"i": index, "code": NOT_DATA, "e": message})
 
 
@@ -743,11 +754,22 @@ def _read_records(
         name = parsed[int(record["i"])][0]
         running = None
         if "v" in record:
-            values[name] = record["v"]
+            # The lines are json.dumps's: a "__type__" key appears as such in them.
+            where = reserved_path(record["v"]) if b'"__type__"' in line else None
+            if where is None:
+                values[name] = record["v"]
+            else:
+                at = "" if where == "$" else f" at {where.removeprefix('$')}"
+                failures.append(YaqlFailure(name, NOT_DATA, f"the result{at} holds {_RESERVED}"))
         else:
             failures.append(YaqlFailure(name, str(record["code"]), str(record["e"])))
     return values, failures, running
 
+
+_RESERVED = (
+    "an object made of exactly __type__ and __value__, which the message codec reserves "
+    "(a client would decode it as a Python object)"
+)
 
 # What a cheap expression's evaluation may raise as its own failure; anything else (a
 # worker's soft time limit, KeyboardInterrupt) is not the expression's fault and goes up.

@@ -339,6 +339,37 @@ def test_a_job_with_a_duplicate_key_is_rejected_with_the_keys_path(
     assert envelope["error"]["details"][0]["path"] == "hardware.ram"
 
 
+def test_a_job_sent_as_a_json_string_is_rejected_as_no_object_not_decoded_again(
+    worker: Worker, producer: Celery, client: redis.Redis
+) -> None:
+    job = partition(f"as-text-{uuid.uuid4()}")
+    sent = producer.send_task("apportion.partition", args=[json.dumps(job)])
+
+    envelope = one_truth(client, producer, sent.id, "partition")
+
+    assert envelope["job_id"] == sent.id
+    assert envelope["status"] == "rejected"
+    assert envelope["error"]["code"] == "invalid_job"
+    assert envelope["error"]["message"] == "$: a partition job must be a JSON object, got str"
+
+
+def test_an_integer_of_5000_digits_is_answered_out_of_range_with_its_path(
+    worker: Worker, producer: Celery, client: redis.Redis
+) -> None:
+    job_id = f"long-int-{uuid.uuid4()}"
+    text = json.dumps([[partition(job_id)], {}, {}])
+    text = text.replace('"hardware": {', '"hardware": {"memory": ' + "9" * 5000 + ", ", 1)
+    task_id = str(uuid.uuid4())
+    client.lpush("partition", raw_message(text.encode(), task_id))
+
+    envelope = one_truth(client, producer, task_id, "partition")
+
+    assert envelope["job_id"] == job_id
+    assert envelope["error"]["code"] == "number_out_of_range"
+    assert envelope["error"]["details"][0]["path"] == "hardware.memory"
+    assert "5000 digits" in envelope["error"]["message"]
+
+
 # ---- item 7: the failure history ------------------------------------------------------------
 
 

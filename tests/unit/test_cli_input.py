@@ -6,6 +6,7 @@ import io
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -121,3 +122,73 @@ def test_policy_history_count_must_be_positive(
     err = capsys.readouterr().err
     assert "argument --count" in err
     assert ("is not positive" if count != "many" else "is not a whole number") in err
+
+
+def _solve(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, Any]:
+    import json
+
+    code = main(["solve", "partition", str(path), "--no-pretty"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_solve_on_a_file_that_is_not_utf8_answers_malformed_json_and_exits_4(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "latin1.json"
+    path.write_bytes(b'{"a": "\xff"}')
+
+    code, envelope = _solve(path, capsys)
+
+    assert code == 4
+    assert envelope["status"] == "rejected"
+    assert envelope["error"]["code"] == "malformed_json"
+    assert envelope["error"]["message"] == (
+        f"$: not valid JSON: {path} is not UTF-8 text: invalid start byte (byte 0xff)"
+    )
+
+
+def test_solve_answers_a_reserved_object_as_the_workers_gate_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import base64
+    import json
+
+    from apportion.workers.broker.gate import GateRules, inspect
+    from tests.conftest import load_example
+    from tests.support.hostile_stream import call, item
+
+    job = load_example("partition.json")
+    job["schema"][1]["meta"] = {"__type__": "datetime", "__value__": "2020-01-01T00:00:00"}
+    path = tmp_path / "reserved.json"
+    path.write_text(json.dumps(job))
+    raw, _ = item(call(job), task="apportion.partition", queue="partition")
+    gated = inspect(raw, GateRules())
+    assert base64.b64decode(gated.message["body"])  # delivered, with a verdict
+    verdict = gated.verdict
+
+    code, envelope = _solve(path, capsys)
+
+    assert code == 4
+    assert verdict is not None
+    assert envelope["error"] == {k: verdict[k] for k in ("code", "message", "details")}
+    assert envelope["error"]["code"] == "reserved_key"
+    assert envelope["error"]["details"][0]["path"] == "schema[1].meta"
+
+
+@pytest.mark.parametrize("jobs", ['["hi"]', None], ids=["a string", "a job encoded as a string"])
+def test_solve_answers_a_string_in_an_array_as_no_job_never_decoding_it_again(
+    jobs: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from tests.conftest import load_example
+
+    text = jobs if jobs is not None else json.dumps([json.dumps(load_example("partition.json"))])
+    path = tmp_path / "strings.json"
+    path.write_text(text)
+
+    code, envelopes = _solve(path, capsys)
+
+    assert code == 0
+    assert [e["error"]["code"] for e in envelopes] == ["invalid_job"]
+    assert envelopes[0]["error"]["message"] == "$: a partition job must be a JSON object, got str"

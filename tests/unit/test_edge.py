@@ -210,3 +210,89 @@ def test_the_quick_shape_pass_finds_a_problem_exactly_when_the_walk_with_paths_d
     value: Any, limits: Limits
 ) -> None:
     assert edge._shape_ok(value, limits) == (edge._locate(value, limits) is None)
+
+
+# ---- reserved objects, long integers, a job that is a string --------------------------
+
+RESERVED = {"__type__": "datetime", "__value__": "2020-01-01T00:00:00"}
+RESERVED_MESSAGE = (
+    "an object made of exactly __type__ and __value__ is reserved by the message codec; "
+    "rename those keys"
+)
+
+
+def _partition_with_meta(meta: Any) -> dict[str, Any]:
+    job = load_example("partition.json")
+    job["schema"][1]["meta"] = meta
+    return job
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        json.dumps(_partition_with_meta(RESERVED)),
+        json.dumps(_partition_with_meta(RESERVED)).replace('"__type__"', '"\\u005F_typ\\u0065__"'),
+    ],
+    ids=["literal", "escaped"],
+)
+def test_a_job_holding_a_reserved_object_is_rejected_reserved_key_naming_its_path(
+    text: str,
+) -> None:
+    env = run("partition", text).as_dict()
+
+    assert env["status"] == "rejected"
+    assert env["error"]["code"] == "reserved_key"
+    assert env["error"]["details"] == [{"path": "schema[1].meta", "message": RESERVED_MESSAGE}]
+
+
+def test_a_reserved_object_is_rejected_in_a_job_given_as_data_too() -> None:
+    env = run("partition", _partition_with_meta(RESERVED)).as_dict()
+
+    assert env["error"]["code"] == "reserved_key"
+    assert env["error"]["details"][0]["path"] == "schema[1].meta"
+
+
+def test_an_object_with_a_third_key_beside_type_and_value_is_ordinary_data() -> None:
+    env = run("partition", _partition_with_meta({**RESERVED, "note": "x"})).as_dict()
+
+    assert env["status"] == "ok"
+
+
+def test_text_holding_the_type_key_vouches_for_nothing_so_the_walk_looks() -> None:
+    _, plain = edge.load_bounded(json.dumps({"a": {"type": 1}}))
+    _, typed = edge.load_bounded(json.dumps({"a": {"__type__": 1}}))
+
+    assert plain is not None
+    assert plain.vouch(Limits())
+    assert typed is not None
+    assert not typed.vouch(Limits())
+
+
+@pytest.mark.parametrize("sign", ["", "-"])
+def test_an_integer_of_5000_digits_is_out_of_range_with_its_path_not_malformed(
+    sign: str,
+) -> None:
+    exc = rejection('{"hardware": {"ram": ' + sign + "9" * 5000 + "}}")
+
+    assert exc.code == "number_out_of_range"
+    assert [p.path for p in exc.problems] == ["hardware.ram"]
+    assert exc.problems[0].message == (
+        "an integer of 5000 digits is outside the 64-bit range the engines compute in "
+        "(-9223372036854775808 to 9223372036854775807)"
+    )
+    assert "set_int_max_str_digits" not in exc.message
+
+
+@pytest.mark.parametrize("payload", ["hi", json.dumps(load_example("partition.json"))])
+def test_a_decoded_string_is_no_job_and_is_not_decoded_again(payload: str) -> None:
+    env = run("partition", payload, decoded=True).as_dict()
+
+    assert env["status"] == "rejected"
+    assert env["error"]["code"] == "invalid_job"
+    assert env["error"]["message"] == "$: a partition job must be a JSON object, got str"
+
+
+def test_a_python_caller_may_still_pass_the_json_text_of_a_job() -> None:
+    env = run("partition", json.dumps(load_example("partition.json"))).as_dict()
+
+    assert env["status"] == "ok"

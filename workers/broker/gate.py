@@ -66,9 +66,6 @@ _TASK_IDS = uuid.UUID("5b0f7c1e-2d4a-4f7e-9a51-0c2f1d8e6a13")
 _EMPTY_EMBED: dict[str, None] = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 _REPR_MAX = 1024  # Celery's own argsrepr_maxsize
 _ID_MAX = 256
-# kombu's JSON decoder turns {"__type__": ..., "__value__": ...} into Python objects
-# (datetime, Decimal, UUID, bytes) or raises on unknown types: never in a job.
-_RESERVED = frozenset(("__type__", "__value__"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,15 +341,15 @@ def _body(
         call, duplicate = edge.decode(data, allow_constants=True)
     except RecursionError:
         return encoded, _too_deep(limits, "$"), None
+    except edge.LongInteger as exc:
+        # kombu's decoder would fail on it in the consumer: answered, not handed on.
+        problem = exc.rejected().problems[0]
+        long_number = _verdict("number_out_of_range", problem.message, _job_path(exc.path))
+        job_id = _job_id(exc.value, task) if _is_call(exc.value) else None
+        return encoded, ({**long_number, "job_id": job_id} if job_id else long_number), None
     except ValueError as exc:
         raise _Refused("bad_body", f"the body is not UTF-8 JSON: {str(exc)[:120]}") from None
-    if not (
-        isinstance(call, list)
-        and len(call) == 3
-        and isinstance(call[0], list)
-        and isinstance(call[1], dict)
-        and (call[2] is None or isinstance(call[2], dict))
-    ):
+    if not _is_call(call):
         raise _Refused(
             "not_a_task_call", "the body must be the JSON array [args, kwargs, embed] (protocol 2)"
         )
@@ -369,6 +366,17 @@ def _body(
         call = [call[0], call[1], dict(_EMPTY_EMBED)]
         return _encode_body(call), None, call
     return encoded, None, call
+
+
+def _is_call(call: Any) -> bool:
+    """Whether a decoded body is ``[args, kwargs, embed]`` (Celery's protocol 2)."""
+    return (
+        isinstance(call, list)
+        and len(call) == 3
+        and isinstance(call[0], list)
+        and isinstance(call[1], dict)
+        and (call[2] is None or isinstance(call[2], dict))
+    )
 
 
 def _job_id(call: list[Any], task: str) -> str | None:
@@ -412,7 +420,7 @@ def _bounds_ok(call: list[Any], max_depth: int, budget: int) -> bool:
         if budget < 0:
             return False
         if type(value) is dict:
-            if len(value) == 2 and _RESERVED.issuperset(value):
+            if edge.is_reserved(value):
                 return False
             children: Any = value.values()
         else:
@@ -440,13 +448,8 @@ def _locate(call: list[Any], limits: Limits) -> dict[str, Any] | None:
                 "$",
             )
         if type(value) is dict:
-            if len(value) == 2 and _RESERVED.issuperset(value):
-                return _verdict(
-                    "reserved_key",
-                    "an object made of exactly __type__ and __value__ is reserved by the "
-                    "message codec; rename those keys",
-                    _job_path(path),
-                )
+            if edge.is_reserved(value):
+                return _verdict("reserved_key", edge.RESERVED_MESSAGE, _job_path(path))
             items: Any = value.items()
         else:
             items = enumerate(value)

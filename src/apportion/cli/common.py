@@ -6,6 +6,7 @@ module to build its parser, and must start in well under a second.
 
 from __future__ import annotations
 
+import codecs
 import functools
 import sys
 from pathlib import Path
@@ -45,6 +46,10 @@ class InputTooLarge(UsageError):
     """The input is longer than the command's limit (only that much was read)."""
 
 
+class InputNotText(UsageError):
+    """The input is not UTF-8 text (so not JSON either)."""
+
+
 def read_input(source: str, *, max_chars: int, limit_name: str, unit: str = "characters") -> str:
     """The text of file ``source`` (``-``: stdin), reading at most ``max_chars`` + 1
     characters: an endless input (``/dev/zero``, a pipe) is refused, not read to the end.
@@ -52,18 +57,26 @@ def read_input(source: str, *, max_chars: int, limit_name: str, unit: str = "cha
     Raises InputTooLarge naming ``limit_name`` (the setting that sets ``max_chars``).
     ``unit`` "bytes" for a limit in bytes: more characters than that are more bytes too.
     """
-    if source == "-":
-        text = sys.stdin.read(max_chars + 1)
-    else:
-        try:
+    where = "stdin" if source == "-" else source
+    try:
+        if source == "-":
+            # Strict UTF-8: the text layer's own errors handler may be surrogateescape
+            # (a C locale), which would turn bytes that are not text into lone surrogates.
+            raw = getattr(sys.stdin, "buffer", None)
+            if raw is None:  # a text stream without bytes beneath (a test's StringIO)
+                text = sys.stdin.read(max_chars + 1)
+            else:
+                text = codecs.getreader("utf-8")(raw).read(chars=max_chars + 1)
+        else:
             with Path(source).open(encoding="utf-8") as f:
                 text = f.read(max_chars + 1)
-        except OSError as exc:
-            raise UsageError(f"cannot read {source}: {exc.strerror or exc}") from exc
-        except UnicodeDecodeError as exc:
-            raise UsageError(f"{source} is not UTF-8 text: {exc}") from exc
+    except OSError as exc:
+        raise UsageError(f"cannot read {source}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise InputNotText(
+            f"{where} is not UTF-8 text: {exc.reason} (byte 0x{exc.object[exc.start]:02x})"
+        ) from exc
     if len(text) > max_chars:
-        where = "stdin" if source == "-" else source
         raise InputTooLarge(f"{where} exceeds the limit of {max_chars} {unit} ({limit_name})")
     return text
 
@@ -95,6 +108,9 @@ def read_vouched_jobs(kind: str, source: str) -> tuple[list[Any], bool, Envelope
         text = read_payload(source)
     except InputTooLarge as exc:
         refused = Rejected.at("$", str(exc), code="too_large")
+        return [], False, Envelope.rejected(None, kind, error_info(refused)), False
+    except InputNotText as exc:
+        refused = Rejected.at("$", f"not valid JSON: {exc}", code="malformed_json")
         return [], False, Envelope.rejected(None, kind, error_info(refused)), False
     return jobs_from_text(kind, text)
 

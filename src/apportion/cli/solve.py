@@ -89,7 +89,7 @@ def solved(kind: str, job: Any, context: Any, *, vouched: bool) -> Envelope:
     from apportion.engine import run as run_job
 
     with collector_paused():
-        return run_job(kind, job, context, vouched=vouched)
+        return run_job(kind, job, context, vouched=vouched, decoded=True)
 
 
 @contextmanager

@@ -166,3 +166,40 @@ def test_the_values_of_a_space_are_reported_in_field_order() -> None:
         "schema[0].mount",
         "schema[0].fs_type",
     ]
+
+
+RESERVED_YAQL = "yaql=dict('__type__' => 'datetime', '__value__' => '2020-01-01T00:00:00')"
+
+
+def test_an_expression_giving_a_reserved_object_is_a_bad_expression_naming_its_field() -> None:
+    data = payload(in_vg(lv("root", min_size=10, meta=RESERVED_YAQL)), disks(("sda", 100)))
+
+    exc = _rejected(data)
+
+    assert exc.code == "bad_expression"
+    assert [p.path for p in exc.problems] == ["schema[1].meta"]
+    assert exc.problems[0].message == (
+        "the result holds an object made of exactly __type__ and __value__, which the "
+        "message codec reserves (a client would decode it as a Python object)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("int('9' * 5000)", "yaql evaluation failed: an integer of more than 4300 digits"),
+        ("pow(10, 100000)", "the result holds an integer of more than 4300 digits"),
+    ],
+)
+def test_an_integer_past_4300_digits_from_yaql_is_named_without_pythons_advice(
+    expression: str, message: str
+) -> None:
+    data = payload(in_vg(lv("root", min_size=f"yaql={expression}")), disks(("sda", 100)))
+
+    exc = _rejected(data)
+
+    assert exc.code == "bad_expression"
+    assert [p.path for p in exc.problems] == ["schema[1].min_size"]
+    assert exc.problems[0].message == (
+        f"{message}, far outside the 64-bit range the engines compute in"
+    )

@@ -304,3 +304,14 @@ def test_a_rejected_message_carries_no_decoded_body() -> None:
 
     assert verdict.verdict is not None
     assert verdict.call is None
+
+
+def test_an_integer_of_5000_digits_is_a_verdict_with_its_path_not_a_dead_letter() -> None:
+    text = call(JOB).decode().replace('"disks": []', '"disks": [], "ram": ' + "9" * 5000)
+
+    verdict = delivered(message(call(text=text)))
+
+    assert verdict.verdict is not None
+    assert verdict.verdict["code"] == "number_out_of_range"
+    assert verdict.verdict["details"][0]["path"] == "hardware.ram"
+    assert verdict.verdict["job_id"] == "j-1"

@@ -85,3 +85,27 @@ def test_a_job_task_finds_its_request_once_and_answers_under_its_task_id() -> No
     assert answer.envelope["job_id"] == "task-1"
     assert [e.job_id for e in publisher.envelopes()] == ["task-1"]
     assert task.backend.get_result("task-1") == answer.envelope
+
+
+def test_a_job_task_given_its_job_as_a_json_string_rejects_it_as_no_object() -> None:
+    import json
+
+    settings = Settings()
+    app = create_app(settings, broker="memory://", backend="cache+memory://")
+    task = app.tasks["apportion.partition"]
+    set_runtime(
+        Runtime(settings=settings, publisher=MemoryPublisher(), failures=MemoryFailureStore())
+    )
+    task.push_request(id="task-2", args=[], kwargs={})
+    try:
+        answer = task.run(json.dumps(SMALL))
+    finally:
+        task.pop_request()
+        set_runtime(None)
+
+    assert isinstance(answer, Answer)
+    assert answer.envelope["status"] == "rejected"
+    assert answer.envelope["error"]["code"] == "invalid_job"
+    assert (
+        answer.envelope["error"]["message"] == "$: a partition job must be a JSON object, got str"
+    )
