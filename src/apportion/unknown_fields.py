@@ -504,12 +504,13 @@ def _clean(values: list[Any], node: Any) -> bool:
         named = [v for v in values if type(v) is dict]
         keys = set().union(*named)
         if len(named) < len(values):  # Candlepin's lists of {"name", "value"} items
+            # Only string names can be near misses; a dict or list name is not hashable.
             keys.update(
-                item.get("name")
+                name
                 for v in values
                 if type(v) is list
                 for item in v
-                if type(item) is dict
+                if type(item) is dict and type(name := item.get("name")) is str
             )
         return not any(
             _suggest(k, node.known, 0.85) for k in keys - node.known_set if isinstance(k, str)

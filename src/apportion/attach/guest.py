@@ -258,6 +258,9 @@ def _read(job: GuestHostAttachJob, ctx: Context) -> _Read:
     pools = read_pools(job.pools, "pools", log, ctx.limits)
     host_ents = read_entitlements(job.host_entitlements, "host_entitlements", log)
     guest_ents = read_entitlements(job.guest_entitlements, "guest_entitlements", log)
+    if job.guest.uuid == job.host.uuid:
+        # The derived pools would require the guest as its own host (requires_host).
+        log.add("guest.uuid", f"a guest cannot be its own host: host.uuid is {job.host.uuid!r} too")
     known = {p.id for p in job.pools}
     for i, pid in enumerate(job.requested_pools or []):
         if pid not in known:

@@ -164,7 +164,7 @@ def _check_numbers(attrs: Mapping[str, str | None], path: str, field: str, log: 
             if not ((raw.isascii() and raw.isdigit()) or (minus_one and raw == "-1")):
                 whole_number(raw, key_path(f"{path}.{field}", name), log, allow_minus_one=minus_one)
         elif name == "virt_limit" and raw.strip().lower() != UNLIMITED:
-            whole_number(raw, key_path(f"{path}.{field}", name), log)
+            whole_number(raw, key_path(f"{path}.{field}", name), log, allow_unlimited=True)
 
 
 def check_pool(pool: Pool, path: str, log: ProblemLog) -> None:

@@ -49,8 +49,16 @@ class ProblemLog:
         return bool(self.problems)
 
 
-def whole_number(raw: str, path: str, log: ProblemLog, *, allow_minus_one: bool = False) -> int:
-    """A pool attribute that must be a whole number (``-1`` allowed where it means unlimited).
+def whole_number(
+    raw: str,
+    path: str,
+    log: ProblemLog,
+    *,
+    allow_minus_one: bool = False,
+    allow_unlimited: bool = False,
+) -> int:
+    """A pool attribute that must be a non-negative whole number (``-1`` allowed where it
+    means unlimited; the word ``unlimited`` is read by the caller where it is allowed).
 
     Returns 0 for a malformed value after logging it; the job is rejected anyway.
     """
@@ -58,7 +66,11 @@ def whole_number(raw: str, path: str, log: ProblemLog, *, allow_minus_one: bool 
     if allow_minus_one and text == "-1":
         return -1
     if not _WHOLE.match(raw):
-        expected = "a whole number or -1 (unlimited)" if allow_minus_one else "a whole number"
+        expected = "a non-negative whole number"
+        if allow_minus_one:
+            expected += " or -1 (unlimited)"
+        elif allow_unlimited:
+            expected += ' or "unlimited"'
         log.add(path, f"must be {expected}, got {raw!r}")
         return 0
     return int(text)

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, ValidationError
-from pydantic_core import InitErrorDetails
+from pydantic_core import InitErrorDetails, PydanticCustomError
 from typing_extensions import TypedDict
 
 from apportion.contracts.base import JobBase, WireModel, alias
@@ -37,15 +37,44 @@ def _attributes(value: Any) -> Any:
     if isinstance(value, dict) and all(type(v) is str for v in value.values()):
         return value  # the common case, already in shape
     if isinstance(value, list):
-        out: dict[str, Any] = {}
-        for i, item in enumerate(value):
-            if not isinstance(item, dict) or "name" not in item:
-                raise ValueError(f"item {i}: expected {{'name': …, 'value': …}}")
-            out[str(item["name"])] = item.get("value")
-        value = out
+        value = _attribute_list(value)
     if isinstance(value, dict):
         return {str(k): _attr_value(v) for k, v in value.items()}
     return value
+
+
+def _problem(i: int, raw: Any, message: str) -> InitErrorDetails:
+    # No context given, so the message is used as it is (braces in a name stay).
+    return InitErrorDetails(
+        type=PydanticCustomError("attribute_name", message), loc=(i, "name"), input=raw
+    )
+
+
+def _attribute_list(items: list[Any]) -> dict[str, Any]:
+    """Candlepin's list form read as its server reads it: a name is required (null is
+    refused, where ``str`` would make it ``"None"``), a missing value is null (unset),
+    and a name twice is refused at the second, as the map form refuses a key twice."""
+    out: dict[str, Any] = {}
+    first: dict[str, int] = {}
+    problems: list[InitErrorDetails] = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or "name" not in item:
+            raise ValueError(f"item {i}: expected {{'name': …, 'value': …}}")
+        raw = item["name"]
+        if raw is None or isinstance(raw, dict | list):
+            got = "null" if raw is None else type(raw).__name__
+            problems.append(_problem(i, raw, f"an attribute needs a name (a string), got {got}"))
+            continue
+        name = str(raw)
+        seen = first.setdefault(name, i)
+        if seen != i:
+            message = f"duplicate attribute name {name!r} (also item {seen}): send it once"
+            problems.append(_problem(i, raw, message))
+            continue
+        out[name] = item.get("value")
+    if problems:
+        raise ValidationError.from_exception_data("attributes", problems)
+    return out
 
 
 def _product_ref(value: Any) -> Any:
@@ -60,8 +89,10 @@ def _product_ref(value: Any) -> Any:
 
 Attributes = Annotated[dict[str, str | None], BeforeValidator(_attributes)]
 _PRODUCT_ID_MAX = 256
+# The length bounds come before the reader so that they bound the string (pydantic's
+# "String should have at least 1 character"), not a sequence ("at least 1 item").
 ProductId = Annotated[
-    str, BeforeValidator(_product_ref), Field(min_length=1, max_length=_PRODUCT_ID_MAX)
+    str, Field(min_length=1, max_length=_PRODUCT_ID_MAX), BeforeValidator(_product_ref)
 ]
 
 
@@ -160,14 +191,13 @@ def _product_id_problems(i: int, item: Any) -> list[InitErrorDetails]:
     size = len(item)
     if 0 < size <= _PRODUCT_ID_MAX:
         return []
-    ctx = {"field_type": "Value", "actual_length": size}
     if size:
         return [
             InitErrorDetails(
-                type="too_long", loc=(i,), input=item, ctx={**ctx, "max_length": _PRODUCT_ID_MAX}
+                type="string_too_long", loc=(i,), input=item, ctx={"max_length": _PRODUCT_ID_MAX}
             )
         ]
-    return [InitErrorDetails(type="too_short", loc=(i,), input=item, ctx={**ctx, "min_length": 1})]
+    return [InitErrorDetails(type="string_too_short", loc=(i,), input=item, ctx={"min_length": 1})]
 
 
 PoolAttributes = Annotated[dict[str, str | None], BeforeValidator(_pool_attributes)]
@@ -197,8 +227,12 @@ class Pool(WireModel):
     provided_products: ProductIds = Field(
         default_factory=list, validation_alias=alias("provided_products", "providedProducts")
     )
+    # Bounded as product_id is: the derived pool a host creates for its guest takes it
+    # as its product_id.
     derived_product_id: str | None = Field(
-        default=None, validation_alias=alias("derived_product_id", "derivedProductId")
+        default=None,
+        validation_alias=alias("derived_product_id", "derivedProductId"),
+        min_length=1,
     )
     derived_product_attributes: PoolAttributes = Field(
         default_factory=dict,

@@ -11,7 +11,7 @@ import pytest
 
 from apportion.engine import Context, run
 from apportion.limits import Limits
-from tests.unit.attach.support import CTX, NOW, consumer, ent, job, pool, stacking
+from tests.unit.attach.support import CTX, NOW, PRODUCT, consumer, ent, job, pool, stacking
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
@@ -259,3 +259,129 @@ def test_an_auto_attach_finding_nothing_is_ok_with_an_empty_map() -> None:
     assert envelope.result is not None
     assert envelope.result["pool_quantities"] == {}
     assert envelope.result["uncovered_products"] == ["x"]
+
+
+def _code(kind: str, payload: dict[str, Any]) -> str:
+    envelope = run(kind, payload, CTX)
+    assert envelope.error is not None
+    return envelope.error.code
+
+
+def test_an_empty_derived_product_id_is_refused_at_its_path_as_product_id_would_be() -> None:
+    # The derived pool built for the guest takes it as its product_id (at least 1
+    # character): refused at the edge, not by that inner pool as an internal error.
+    payload = _guest_job()
+    payload["pools"][0]["derived_product_id"] = ""
+    assert _code("guest_host_attach", payload) == "invalid_job"
+    assert _details("guest_host_attach", payload) == [
+        ("pools[0].derived_product_id", "String should have at least 1 character")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("derived_provided_products", [""], "String should have at least 1 character"),
+        ("provided_products", ["p1", ""], "String should have at least 1 character"),
+        ("provided_products", ["p1", {"productId": ""}], "String should have at least 1 character"),
+        ("derived_provided_products", ["x" * 257], "String should have at most 256 characters"),
+    ],
+)
+def test_an_empty_or_overlong_product_id_in_a_product_list_is_refused_as_a_string_at_its_index(
+    field: str, value: list[Any], message: str
+) -> None:
+    p = pool("p", derived="d")
+    p[field] = value
+    index = len(value) - 1
+    assert _details("auto_attach", job(consumer(), [p], None)) == [
+        (f"pools[0].{field}[{index}]", message)
+    ]
+
+
+def test_an_empty_installed_product_id_is_refused_as_a_string_at_its_index() -> None:
+    payload = job(consumer(installed=("p1", "")), [], None)
+    assert _details("auto_attach", payload) == [
+        ("consumer.installed_products[1]", "String should have at least 1 character")
+    ]
+
+
+@pytest.mark.parametrize(
+    "field", ["attributes", "product_attributes", "derived_product_attributes"]
+)
+@pytest.mark.parametrize(
+    ("name", "got"), [(None, "null"), ({"n": "sockets"}, "dict"), (["sockets"], "list")]
+)
+def test_an_attribute_listed_without_a_string_name_is_refused_at_its_index(
+    field: str, name: Any, got: str
+) -> None:
+    p = pool("p", derived="d")
+    p[field] = [{"name": "arch", "value": "x86_64"}, {"name": name, "value": "2"}]
+    payload = job(consumer(), [p], None)
+    assert _code("auto_attach", payload) == "invalid_job"
+    assert _details("auto_attach", payload) == [
+        (f"pools[0].{field}[1].name", f"an attribute needs a name (a string), got {got}")
+    ]
+
+
+@pytest.mark.parametrize("field", ["attributes", "product_attributes"])
+def test_an_attribute_named_twice_in_the_list_form_is_refused_at_the_second(field: str) -> None:
+    p = pool("p")
+    p[field] = [
+        {"name": "sockets", "value": "abc"},
+        {"name": "arch", "value": "x86_64"},
+        {"name": "sockets", "value": "2"},
+    ]
+    assert _details("auto_attach", job(consumer(), [p], None)) == [
+        (
+            f"pools[0].{field}[2].name",
+            "duplicate attribute name 'sockets' (also item 0): send it once",
+        )
+    ]
+
+
+def test_a_consumer_guest_id_attribute_named_twice_is_refused_at_the_second() -> None:
+    cons = consumer()
+    cons["guest_ids"] = [
+        {"guest_id": "g", "attributes": [{"name": "active", "value": "1"}, {"name": "active"}]}
+    ]
+    assert _paths("auto_attach", job(cons, [], None)) == [
+        "consumer.guest_ids[0].attributes[1].name"
+    ]
+
+
+def test_an_attribute_listed_without_a_value_is_unset_as_a_null_value_is() -> None:
+    listed = pool("p", pattrs=stacking("s"))
+    listed["product_attributes"] = [
+        *({"name": k, "value": v} for k, v in stacking("s").items()),
+        {"name": "sockets"},
+    ]
+    with_null = pool("p", pattrs={**stacking("s"), "sockets": None})
+    cons = consumer(sockets="4", installed=(PRODUCT,))
+    answers = [run("auto_attach", job(cons, [p], None), CTX) for p in (listed, with_null)]
+    assert [a.status for a in answers] == ["ok", "ok"]
+    assert answers[0].result == answers[1].result
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("sockets", "-1", "must be a non-negative whole number, got '-1'"),
+        ("cores", "-4", "must be a non-negative whole number, got '-4'"),
+        ("guest_limit", "-2", "must be a non-negative whole number or -1 (unlimited), got '-2'"),
+        ("virt_limit", "-1", "must be a non-negative whole number or \"unlimited\", got '-1'"),
+    ],
+)
+def test_a_negative_numeric_attribute_is_refused_as_not_a_non_negative_whole_number(
+    name: str, value: str, expected: str
+) -> None:
+    payload = job(consumer(), [pool("p", pattrs={name: value})], None)
+    assert _details("auto_attach", payload) == [(f"pools[0].product_attributes.{name}", expected)]
+
+
+def test_a_guest_whose_uuid_is_its_hosts_is_refused_as_its_own_host() -> None:
+    payload = _guest_job()
+    payload["guest"]["uuid"] = payload["host"]["uuid"]
+    assert _code("guest_host_attach", payload) == "invalid_job"
+    assert _details("guest_host_attach", payload) == [
+        ("guest.uuid", "a guest cannot be its own host: host.uuid is 'host-1' too")
+    ]

@@ -47,7 +47,9 @@ class _FieldByField(WireModel):
         default_factory=list, validation_alias=alias("provided_products", "providedProducts")
     )
     derived_product_id: str | None = Field(
-        default=None, validation_alias=alias("derived_product_id", "derivedProductId")
+        default=None,
+        validation_alias=alias("derived_product_id", "derivedProductId"),
+        min_length=1,
     )
     derived_product_attributes: Attributes = Field(
         default_factory=dict,
@@ -73,6 +75,8 @@ _attributes = st.one_of(
     _attribute_dict,
     _attribute_dict.map(lambda d: [{"name": k, "value": v} for k, v in d.items()]),
     st.just([{"value": "no name"}]),
+    st.just([{"name": None, "value": "2"}, {"name": "arch"}]),
+    st.just([{"name": "sockets", "value": "2"}, {"name": "sockets", "value": 4}]),
     st.just("not attributes"),
     st.none(),
 )
@@ -95,6 +99,7 @@ _pool = st.fixed_dictionaries(
         "attributes": _attributes,
         "product_attributes": _attributes,
         "productAttributes": _attributes,
+        "derived_product_id": st.sampled_from(["d", "", None]),
         "derived_product_attributes": _attributes,
         "provided_products": _products,
         "providedProducts": _products,
