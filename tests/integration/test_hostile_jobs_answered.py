@@ -323,14 +323,21 @@ def test_the_same_job_with_its_keys_in_another_order_is_the_same_job(
 # ---- item 9: duplicate keys ----------------------------------------------------------------
 
 
+def _push_with_hardware_member(client: redis.Redis, job_id: str, member: str) -> str:
+    """Queue a partition job whose ``hardware`` object starts with ``member``, written
+    into the text (what no JSON encoder would send); the message's task id."""
+    text = json.dumps([[partition(job_id)], {}, {}])
+    text = text.replace('"hardware": {', '"hardware": {' + member + ", ", 1)
+    task_id = str(uuid.uuid4())
+    client.lpush("partition", raw_message(text.encode(), task_id))
+    return task_id
+
+
 def test_a_job_with_a_duplicate_key_is_rejected_with_the_keys_path(
     worker: Worker, producer: Celery, client: redis.Redis
 ) -> None:
     job_id = f"dupkey-{uuid.uuid4()}"
-    text = json.dumps([[partition(job_id)], {}, {}])
-    text = text.replace('"hardware": {', '"hardware": {"ram": 65536, ', 1)
-    task_id = str(uuid.uuid4())
-    client.lpush("partition", raw_message(text.encode(), task_id))
+    task_id = _push_with_hardware_member(client, job_id, '"ram": 65536')
 
     envelope = one_truth(client, producer, task_id, "partition")
 
@@ -357,10 +364,7 @@ def test_an_integer_of_5000_digits_is_answered_out_of_range_with_its_path(
     worker: Worker, producer: Celery, client: redis.Redis
 ) -> None:
     job_id = f"long-int-{uuid.uuid4()}"
-    text = json.dumps([[partition(job_id)], {}, {}])
-    text = text.replace('"hardware": {', '"hardware": {"memory": ' + "9" * 5000 + ", ", 1)
-    task_id = str(uuid.uuid4())
-    client.lpush("partition", raw_message(text.encode(), task_id))
+    task_id = _push_with_hardware_member(client, job_id, '"memory": ' + "9" * 5000)
 
     envelope = one_truth(client, producer, task_id, "partition")
 
