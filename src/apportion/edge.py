@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,16 +66,9 @@ def reserved_path(value: Any) -> str | None:
     A walk of every container: call it only when the data may hold one (the text
     holds ``"__type__"``, see :func:`apportion.edge_fast.may_hold_type_key`).
     """
-    stack: list[tuple[Any, str]] = [(value, "$")]
-    while stack:
-        node, path = stack.pop()
-        if type(node) is dict:
-            if is_reserved(node):
-                return path
-            stack.extend((child, _join(path, k)) for k, child in node.items())
-        elif type(node) is list:
-            stack.extend((child, f"{path}[{i}]") for i, child in enumerate(node))
-    return None
+    return next(
+        (path for node, path in _nodes(value) if type(node) is dict and is_reserved(node)), None
+    )
 
 
 def out_of_range_message(digits: int) -> str:
@@ -215,15 +209,9 @@ def _long_integer(text: str | bytes, constant: Any) -> LongInteger:
     value = json.loads(
         text, parse_constant=constant, parse_int=parse_int, object_pairs_hook=pairs_hook
     )
-    stack: list[tuple[Any, str]] = [(value, "$")]
-    while stack:
-        node, path = stack.pop()
+    for node, path in _nodes(value):
         if isinstance(node, _Long):
             return LongInteger(path, node.digits, value)
-        if isinstance(node, dict):
-            stack.extend((child, _join(path, k)) for k, child in node.items())
-        elif isinstance(node, list):
-            stack.extend((child, f"{path}[{i}]") for i, child in enumerate(node))
     return LongInteger("$", longest[0], value)  # inside a repeated key's dropped value: no path
 
 
@@ -277,16 +265,23 @@ def duplicate_key(path: str, key: str) -> Rejected:
 
 
 def _locate_duplicate(value: Any) -> tuple[str, str]:
+    for node, path in _nodes(value):
+        if isinstance(node, _Duplicate):
+            return _join(path, node.key), node.key
+    raise AssertionError("a marked object is always reachable from the value")
+
+
+def _nodes(value: Any) -> Iterator[tuple[Any, str]]:
+    """Every value inside decoded JSON ``value`` with its path, depth first, without
+    recursion (for finding what a cheaper check showed is there)."""
     stack: list[tuple[Any, str]] = [(value, "$")]
     while stack:
         node, path = stack.pop()
-        if isinstance(node, _Duplicate):
-            return _join(path, node.key), node.key
+        yield node, path
         if isinstance(node, dict):
             stack.extend((child, _join(path, k)) for k, child in node.items())
         elif isinstance(node, list):
             stack.extend((child, f"{path}[{i}]") for i, child in enumerate(node))
-    raise AssertionError("a marked object is always reachable from the value")
 
 
 def _join(path: str, key: str) -> str:
