@@ -37,7 +37,7 @@ from typing import Any
 
 from apportion.edge_fast import Bounds, fast_decode, may_hold_type_key
 from apportion.errors import Problem, Rejected
-from apportion.limits import DEFAULT_LIMITS, Limits, env_name
+from apportion.limits import DEFAULT_LIMITS, Limits, env_name, over_limit
 
 # Integers the engines compute with: 64-bit signed. Beyond it numpy overflows and
 # float() raises; no size, count or weight in any job comes near it.
@@ -228,11 +228,13 @@ def load_bounded(text: str | bytes, limits: Limits = DEFAULT_LIMITS) -> tuple[An
     """
     size = len(text)
     if size > limits.max_payload_bytes:
-        raise Rejected.at(
-            "$",
-            f"payload of {size} bytes exceeds the limit of {limits.max_payload_bytes} bytes "
-            f"(raise {env_name('max_payload_bytes')})",
-            code="too_large",
+        raise over_limit(
+            "max_payload_bytes",
+            Problem(
+                "$",
+                f"payload of {size} bytes exceeds the limit of {limits.max_payload_bytes} bytes "
+                f"(raise {env_name('max_payload_bytes')})",
+            ),
         )
     fast = fast_decode(text, limits)
     if fast is not None:

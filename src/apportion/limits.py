@@ -9,7 +9,11 @@ environment variables (see ``config/settings.py``).
 
 from __future__ import annotations
 
+from typing import Final
+
 from pydantic import BaseModel, ConfigDict, Field
+
+from apportion.errors import Problem, Rejected
 
 
 class Limits(BaseModel):
@@ -71,6 +75,59 @@ class Limits(BaseModel):
 
 
 DEFAULT_LIMITS = Limits()
+
+# The `rejected` code of a job over each limit, as docs/contract.md's Error codes table
+# defines them: too_large for a size of the job (a count, a length, a stated size),
+# limit_exceeded for the attach engines' counts, too_complex for what the partition LP
+# grows to (its variables are disks × spaces: no one size of the job is over a limit,
+# the product of two is), bad_expression for every bound on a yaql expression. None:
+# the limit cuts the answer short instead of refusing the job (the answer says so).
+LIMIT_CODES: Final[dict[str, str | None]] = {
+    "max_payload_bytes": "too_large",
+    "max_pools": "limit_exceeded",
+    "max_products": "limit_exceeded",
+    "max_entitlements": "limit_exceeded",
+    "max_providers": "too_large",
+    "max_request_length": "too_large",
+    "max_request_groups": "too_large",
+    "max_candidates": None,  # `capped`: the first max_candidates are answered
+    "max_accounts": "too_large",
+    "max_policy_modules": "too_large",
+    "max_disks": "too_large",
+    "max_spaces": "too_large",
+    "max_lp_variables": "too_complex",
+    "yaql_max_expression_length": "bad_expression",
+    "yaql_max_iterations": "bad_expression",
+    "yaql_memory_quota": "bad_expression",
+    "yaql_timeout_seconds": "bad_expression",
+    "max_string_length": "too_large",
+    "max_json_depth": "too_deep",
+    "max_json_items": "too_large",
+    # launch_select drops candidates to stay under it; any other kind's answer over it
+    # is replaced by the worker (workers/results) with rejected/result_too_large.
+    "max_envelope_bytes": "result_too_large",
+    "max_event_skew_seconds": "in_the_future",
+    "yaql_max_memory_mib": "bad_expression",
+    "partition_max_size_mib": "too_large",
+    "partition_solver_seconds": "too_complex",
+    # `search_exhausted`: the candidates found so far, or infeasible when none was
+    "max_candidate_search_steps": None,
+    "yaql_seconds_per_account": "bad_expression",
+    "yaql_job_seconds": "bad_expression",
+}
+
+
+def over_limit(field: str, problems: list[Problem] | Problem) -> Rejected:
+    """The rejection of a job over limit ``field``, with the code the contract gives it.
+
+    Every check of a limit on a job's size raises this, so that the code comes from
+    :data:`LIMIT_CODES` alone; the messages name the limit's environment variable.
+    """
+    code = LIMIT_CODES[field]
+    if code is None:
+        raise ValueError(f"{field} cuts the answer short; it never refuses a job")
+    listed = [problems] if isinstance(problems, Problem) else problems
+    return Rejected.of(listed, code=code)
 
 
 def env_name(field: str) -> str:

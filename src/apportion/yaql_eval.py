@@ -112,7 +112,13 @@ class BatchResult:
         return not self.failures
 
     def problems(self) -> list[Problem]:
-        return [Problem(f.name, f.message) for f in self.failures]
+        """The failures as problems of a batch evaluated within ``yaql_timeout_seconds``
+        (a time-out names that limit; a caller granting other time words its own)."""
+        hint = f" (raise {env_name('yaql_timeout_seconds')})"
+        return [
+            Problem(f.name, f.message + hint if f.code == TIMEOUT else f.message)
+            for f in self.failures
+        ]
 
     def raise_if_failed(self) -> None:
         """Raise :class:`Rejected` listing every failure by its name (a JSON path)."""

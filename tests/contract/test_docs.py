@@ -14,7 +14,7 @@ import pytest
 
 from apportion import kinds
 from apportion.config.settings import Settings
-from apportion.limits import Limits
+from apportion.limits import LIMIT_CODES, Limits
 from apportion.schemas import job_schema
 from apportion.workers.redis.keys import Keys
 from tests.support import gen_docs
@@ -219,6 +219,15 @@ def test_every_limit_is_documented_with_its_default(name: str) -> None:
 
     assert row is not None, f"{name} is not in docs/contract.md#limits"
     assert str(default) in row.replace(",", ""), row
+
+
+@pytest.mark.parametrize("name", sorted(Limits.model_fields))
+def test_every_limit_is_documented_with_the_code_a_job_over_it_gets(name: str) -> None:
+    row = next(r for r in CONTRACT.splitlines() if r.startswith(f"| `{name}` |"))
+    over = row.strip("|").split("|")[3].strip()
+    code = LIMIT_CODES[name]
+
+    assert over.startswith("—" if code is None else f"`{code}`"), row
 
 
 @pytest.mark.parametrize("name", sorted(Settings.model_fields))

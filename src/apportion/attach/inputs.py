@@ -28,8 +28,8 @@ from apportion.attach.pools import (
 )
 from apportion.attach.values import ProblemLog, key_path
 from apportion.contracts.attach import Compliance, Consumer, Entitlement, Pool
-from apportion.errors import Rejected
-from apportion.limits import Limits, env_name
+from apportion.errors import Problem, Rejected
+from apportion.limits import Limits, env_name, over_limit
 
 _MAX_REPORTED = 100
 
@@ -42,10 +42,11 @@ def reject_if(log: ProblemLog) -> None:
 
 def _too_many(path: str, count: int, limit: int, what: str) -> Rejected:
     field = "max_products" if what.endswith("products") else f"max_{what}"
-    return Rejected.at(
-        path,
-        f"{count} {what} exceed the limit of {limit} per job (raise {env_name(field)})",
-        code="limit_exceeded",
+    return over_limit(
+        field,
+        Problem(
+            path, f"{count} {what} exceed the limit of {limit} per job (raise {env_name(field)})"
+        ),
     )
 
 

@@ -27,8 +27,8 @@ from apportion.attach.values import (
     whole_number,
 )
 from apportion.contracts.attach import Pool
-from apportion.errors import Rejected
-from apportion.limits import env_name
+from apportion.errors import Problem
+from apportion.limits import env_name, over_limit
 
 SIZE_ATTRIBUTES = ("sockets", "cores", "ram", "vcpu", "storage_band")
 # Whole-number attributes and whether "-1" is allowed (guest_limit: unlimited guests).
@@ -377,11 +377,13 @@ def _check_product_lists(pool: Pool, path: str, limit: int) -> None:
         ("derived_provided_products", pool.derived_provided_products),
     ):
         if len(listed) > limit:
-            raise Rejected.at(
-                f"{path}.{name}",
-                f"{len(listed)} products exceed the limit of {limit} per job "
-                f"(raise {env_name('max_products')})",
-                code="limit_exceeded",
+            raise over_limit(
+                "max_products",
+                Problem(
+                    f"{path}.{name}",
+                    f"{len(listed)} products exceed the limit of {limit} per job "
+                    f"(raise {env_name('max_products')})",
+                ),
             )
 
 

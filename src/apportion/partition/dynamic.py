@@ -38,7 +38,7 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 from apportion.errors import Problem, Rejected
-from apportion.limits import Limits, env_name
+from apportion.limits import Limits, env_name, over_limit
 from apportion.partition.schema import SNAP, ParsedSchema, RawSpace, whole_ceil, whole_floor
 from apportion.yaql_eval import evaluate_batch
 
@@ -149,6 +149,7 @@ class _Checker:
         self.limits = limits
         self.disk_ids = disk_ids
         self.problems: list[Problem] = []
+        self.oversized = 0  # problems that are sizes over partition_max_size_mib
 
     def fail(self, path: str, message: str) -> None:
         self.problems.append(Problem(path, message))
@@ -165,6 +166,7 @@ class _Checker:
             self.fail(path, f"must be a finite, non-negative number of MiB, got {_shown(value)}")
             return None
         if value > self.limits.partition_max_size_mib:  # ints of any size compare exactly
+            self.oversized += 1
             self.fail(
                 path,
                 f"{_magnitude(value)} MiB exceeds the largest supported size of "
@@ -291,6 +293,8 @@ def resolve(parsed: ParsedSchema, limits: Limits) -> Resolved:
         vg.space.id: {k: v for k, v in evaluated[vg.space.position].items() if k not in KNOWN_KEYS}
         for vg in parsed.volume_groups
     }
-    if check.problems:
+    if check.problems and check.oversized == len(check.problems):
+        raise over_limit("partition_max_size_mib", check.problems)
+    if check.problems:  # a job invalid besides its sizes is invalid first
         raise Rejected.of(check.problems)
     return Resolved(spaces, vg_attributes)

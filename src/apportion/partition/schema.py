@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 from apportion.contracts.partition import Hardware, PartitionJob, Space
 from apportion.errors import Problem, Rejected
-from apportion.limits import Limits, env_name
+from apportion.limits import Limits, env_name, over_limit
 
 UNALLOCATED = "unallocated"
 
@@ -96,7 +96,7 @@ def whole_ceil(value: float) -> int:
     return int(nearest) if abs(value - nearest) <= SNAP else int(-(-value // 1))
 
 
-def _check_limits(job: PartitionJob, limits: Limits) -> list[Problem]:
+def _check_limits(job: PartitionJob, limits: Limits) -> None:
     problems = []
     if len(job.spaces) > limits.max_spaces:
         problems.append(
@@ -115,21 +115,25 @@ def _check_limits(job: PartitionJob, limits: Limits) -> list[Problem]:
                 f"(raise {env_name('max_disks')})",
             )
         )
+    if problems:  # max_spaces and max_disks share their code
+        raise over_limit("max_spaces", problems)
     allocatable = sum([s.type != "vg" for s in job.spaces])
     variables = len(disks) * (allocatable + 1)
-    if not problems and variables > limits.max_lp_variables:
-        problems.append(
+    if variables > limits.max_lp_variables:
+        raise over_limit(
+            "max_lp_variables",
             Problem(
                 "schema",
                 f"{len(disks)} disks × {allocatable + 1} spaces make {variables} LP variables, "
                 f"over the limit of {limits.max_lp_variables} "
                 f"(raise {env_name('max_lp_variables')})",
-            )
+            ),
         )
-    return problems
 
 
-def _disks(job: PartitionJob, limits: Limits, problems: list[Problem]) -> tuple[DiskSpec, ...]:
+def _disks(
+    job: PartitionJob, limits: Limits, problems: list[Problem], oversized: list[Problem]
+) -> tuple[DiskSpec, ...]:
     seen: dict[str, int] = {}
     out = []
     largest = limits.partition_max_size_mib
@@ -145,7 +149,7 @@ def _disks(job: PartitionJob, limits: Limits, problems: list[Problem]) -> tuple[
             continue
         seen[disk_id] = j
         if size > largest:
-            problems.append(
+            oversized.append(
                 Problem(
                     f"hardware.disks[{j}].size",
                     f"{size:g} MiB exceeds the largest supported size "
@@ -153,6 +157,7 @@ def _disks(job: PartitionJob, limits: Limits, problems: list[Problem]) -> tuple[
                     f"(raise {env_name('partition_max_size_mib')})",
                 )
             )
+            problems.append(oversized[-1])
             continue
         out.append(DiskSpec(disk_id, whole_floor(size)))
     return tuple(out)
@@ -253,13 +258,15 @@ def _ref_path(vg: RawSpace, j: int) -> str:
 
 def parse(job: PartitionJob, limits: Limits) -> ParsedSchema:
     """Check the schema's structure and the hardware; raise :class:`Rejected` with every problem."""
-    problems = _check_limits(job, limits)
-    if problems:  # do not walk a huge job further
-        raise _rejected(problems)
-    disks = _disks(job, limits, problems)
+    _check_limits(job, limits)  # before walking a huge job
+    problems: list[Problem] = []
+    oversized: list[Problem] = []
+    disks = _disks(job, limits, problems, oversized)
     spaces = _spaces(job, problems)
     groups, vg_of = _volume_groups(job, spaces, problems)
-    if problems:
+    if problems and len(oversized) == len(problems):
+        raise over_limit("partition_max_size_mib", problems)
+    if problems:  # a job invalid besides its disks' sizes is invalid first
         raise _rejected(problems)
     return ParsedSchema(spaces, groups, vg_of, disks, job.hardware)
 

@@ -23,7 +23,9 @@ from dataclasses import dataclass
 import highspy
 import numpy as np
 
+from apportion import errors
 from apportion.errors import Rejected
+from apportion.limits import env_name, over_limit
 from apportion.partition import highs
 from apportion.partition.lp import LpSolution
 from apportion.partition.model import FloatArray, Problem
@@ -99,11 +101,13 @@ def _search(
 
 
 def too_complex(time_limit: float) -> Rejected:
-    return Rejected.at(
-        "schema",
-        f"no whole-MiB layout found within {time_limit:g} s; simplify the fair-share "
-        "groups (weights) or raise the solver time limit",
-        code="too_complex",
+    return over_limit(
+        "partition_solver_seconds",
+        errors.Problem(
+            "schema",
+            f"no whole-MiB layout found within {time_limit:g} s; simplify the fair-share "
+            f"groups (weights) or raise {env_name('partition_solver_seconds')}",
+        ),
     )
 
 

@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from apportion.contracts.launch import Inventory, Provider
 from apportion.errors import Problem, Rejected
-from apportion.limits import Limits, env_name
+from apportion.limits import Limits, env_name, over_limit
 
 SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 NAME_PATTERN = re.compile(r"[A-Z0-9_]+")
@@ -185,10 +185,13 @@ class _Scan:
 def build_forest(providers: Sequence[Provider], limits: Limits) -> Forest:
     """Check ``providers`` and index them. Raises :class:`Rejected` listing every problem."""
     if len(providers) > limits.max_providers:
-        raise Rejected.at(
-            "providers",
-            f"{len(providers)} providers exceed the limit of {limits.max_providers} "
-            f"(raise {env_name('max_providers')})",
+        raise over_limit(
+            "max_providers",
+            Problem(
+                "providers",
+                f"{len(providers)} providers exceed the limit of {limits.max_providers} "
+                f"(raise {env_name('max_providers')})",
+            ),
         )
     scan = _scan(providers)
     problems = scan.problems

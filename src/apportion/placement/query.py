@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import unquote_plus
 
-from apportion.errors import Rejected
-from apportion.limits import Limits, env_name
+from apportion.errors import Problem, Rejected
+from apportion.limits import Limits, env_name, over_limit
 from apportion.placement.model import MAX_INTEGER, valid_name
 
 PATH = "request"
@@ -101,6 +101,10 @@ class _Draft:
 
 def _reject(message: str) -> Rejected:
     return Rejected.at(PATH, message)
+
+
+def _over(field: str, message: str) -> Rejected:
+    return over_limit(field, Problem(PATH, message))
 
 
 def _once(key: str) -> Rejected:
@@ -236,9 +240,10 @@ def parse_member_of(value: str, key: str) -> tuple[frozenset[str] | None, set[st
 def parse_request(text: str, limits: Limits) -> ParsedRequest:
     """Parse and check ``text``; raises :class:`Rejected` at path ``request``."""
     if len(text) > limits.max_request_length:
-        raise _reject(
+        raise _over(
+            "max_request_length",
             f"request of {len(text)} characters exceeds the limit of {limits.max_request_length} "
-            f"(raise {env_name('max_request_length')})"
+            f"(raise {env_name('max_request_length')})",
         )
     parser = _Parser(limits.max_request_groups)
     for key, value in split_query(text):
@@ -271,9 +276,10 @@ class _Parser:
         draft = self.drafts.get(suffix)
         if draft is None:
             if len(self.drafts) >= self.max_groups:
-                raise _reject(
+                raise _over(
+                    "max_request_groups",
                     f"more than {self.max_groups} request groups "
-                    f"(raise {env_name('max_request_groups')})"
+                    f"(raise {env_name('max_request_groups')})",
                 )
             draft = self.drafts[suffix] = _Draft(suffix)
         return draft

@@ -42,7 +42,7 @@ from apportion.contracts.policy import (
     user_loc,
 )
 from apportion.errors import Infeasible, Problem, Rejected, json_path
-from apportion.limits import Limits, env_name
+from apportion.limits import Limits, env_name, over_limit
 from apportion.selection import dice, expression, modules
 from apportion.selection.annotate import annotate
 from apportion.selection.distribution import Distribution, names
@@ -104,11 +104,13 @@ def check_policy(policy: Sequence[PolicyModule], limits: Limits) -> None:
             "`least_used` (or send null for candidates only)",
         )
     if len(policy) > limits.max_policy_modules:
-        raise Rejected.at(
-            "policy",
-            f"{len(policy)} modules exceed the limit of {limits.max_policy_modules} "
-            f"(raise {env_name('max_policy_modules')})",
-            code="too_large",
+        raise over_limit(
+            "max_policy_modules",
+            Problem(
+                "policy",
+                f"{len(policy)} modules exceed the limit of {limits.max_policy_modules} "
+                f"(raise {env_name('max_policy_modules')})",
+            ),
         )
     if policy[0].module not in BASE_MODULES:
         problems.append(
@@ -126,11 +128,16 @@ def check_policy(policy: Sequence[PolicyModule], limits: Limits) -> None:
                     f"`{module.module}` is a base distribution and may only come first",
                 )
             )
-    for i, module in enumerate(policy):
-        if isinstance(module, ExpressionModule):
-            problems.extend(expression.check(module, f"policy[{i}]", limits))
-    if problems:
-        raise Rejected.of(problems)
+    too_long = [
+        problem
+        for i, module in enumerate(policy)
+        if isinstance(module, ExpressionModule)
+        for problem in expression.check(module, f"policy[{i}]", limits)
+    ]
+    if problems:  # a stack invalid besides its expressions' lengths is invalid first
+        raise Rejected.of(problems + too_long)
+    if too_long:
+        raise over_limit("yaql_max_expression_length", too_long)
 
 
 def _check_inputs(
@@ -145,11 +152,13 @@ def _check_inputs(
         ("exclude_accounts", len(exclude_accounts)),
     ):
         if size > limits.max_accounts:
-            raise Rejected.at(
-                path,
-                f"{size} entries exceed the limit of {limits.max_accounts} "
-                f"(raise {env_name('max_accounts')})",
-                code="too_large",
+            raise over_limit(
+                "max_accounts",
+                Problem(
+                    path,
+                    f"{size} entries exceed the limit of {limits.max_accounts} "
+                    f"(raise {env_name('max_accounts')})",
+                ),
             )
     bad = [
         Problem(f"failures.{a}", "a failure count must be ≥ 0")
@@ -251,11 +260,13 @@ def choose(
     accounts_of = _candidate_accounts(pool)
     present = Counter(accounts_of)
     if len(present) > limits.max_accounts:
-        raise Rejected.at(
-            "providers",
-            f"the candidates span {len(present)} accounts, over the limit of {limits.max_accounts} "
-            f"(raise {env_name('max_accounts')})",
-            code="too_large",
+        raise over_limit(
+            "max_accounts",
+            Problem(
+                "providers",
+                f"the candidates span {len(present)} accounts, over the limit of "
+                f"{limits.max_accounts} (raise {env_name('max_accounts')})",
+            ),
         )
     settings = {a: accounts.get(a, DEFAULT_ACCOUNT) for a in present}
     excluded_set = set(exclude_accounts)

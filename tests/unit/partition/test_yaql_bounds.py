@@ -162,7 +162,11 @@ def test_a_partition_job_with_a_runaway_size_is_rejected_naming_the_field() -> N
     assert envelope.status == "rejected"
     assert envelope.error is not None
     assert [(d.path, d.message) for d in envelope.error.details] == [
-        ("schema[3].size", "yaql evaluation exceeded the time limit of 1 s")
+        (
+            "schema[3].size",
+            "yaql evaluation exceeded the time limit of 1 s "
+            "(raise APPORTION_LIMITS__YAQL_TIMEOUT_SECONDS)",
+        )
     ]
     # The same worker still serves the next job.
     assert run("partition", _bomb_job("$.ram / 64"), ctx).status == "ok"

@@ -168,7 +168,7 @@ def test_lowering_the_bound_trims_on_the_next_save(client: redis.Redis) -> None:
         ([{"module": "equal"}, {"module": "expression", "expression": "$.priority +"}],
          "policy[1].expression", "bad_expression"),
         ([{"module": "equal"}, {"module": "expression", "expression": "1" * 5000}],
-         "policy[1].expression", "invalid_job"),
+         "policy[1].expression", "bad_expression"),
     ],
 )  # fmt: skip
 def test_an_invalid_policy_is_rejected_naming_the_field_and_nothing_is_written(
