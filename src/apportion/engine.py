@@ -26,8 +26,8 @@ from pydantic import BaseModel, ValidationError
 
 from apportion import ENGINE_VERSION, edge, kinds, unknown_fields
 from apportion.contracts import Envelope, ErrorDetail, ErrorInfo, WarningDetail
-from apportion.contracts.base import valid_job_id
-from apportion.contracts.policy import user_loc
+from apportion.contracts.base import valid_job_id, written_loc
+from apportion.contracts.policy import UNION_TAG_ERRORS
 from apportion.errors import (
     DomainError,
     Infeasible,
@@ -100,12 +100,13 @@ def parse_json_text(text: str | bytes, limits: Limits = DEFAULT_LIMITS) -> Any:
     return edge.loads(text, limits)
 
 
-def _problems(exc: ValidationError) -> list[Problem]:
+def _problems(exc: ValidationError, model: type[BaseModel]) -> list[Problem]:
     out = []
+    schema = model.__pydantic_core_schema__
     for err in exc.errors(include_url=False, include_input=False):
-        loc = list(err["loc"])
-        if loc[:1] == ["policy"]:  # tagged union: report where the user wrote it
-            loc = ["policy", *user_loc(loc[1:], err["type"])]
+        loc = written_loc(schema, err["loc"])  # without union branches
+        if loc[:1] == ["policy"] and err["type"] in UNION_TAG_ERRORS:
+            loc.append("module")  # the tag a policy module is chosen by
         out.append(Problem(json_path(loc), err["msg"]))
     return out
 
@@ -128,7 +129,7 @@ def validate(
         job: BaseModel = model.model_validate(payload)
         return job
     except ValidationError as exc:
-        raise Rejected.of(_problems(exc)) from None
+        raise Rejected.of(_problems(exc, model)) from None
     except RecursionError:
         raise Rejected.at("$", "job nested too deeply") from None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, TypeGuard
 
 from pydantic import AfterValidator, AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
@@ -77,3 +78,65 @@ class JobBase(WireModel):
     strict: bool = Field(
         default=False, description="reject the job (unknown_field) if it has unknown fields"
     )
+
+
+# Schemas that wrap one inner schema without adding a location of their own.
+_WRAPPERS = frozenset(
+    ("model", "nullable", "default", "function-before", "function-after", "function-wrap")
+)
+
+
+def _field_names(field: Mapping[str, Any], name: str) -> set[str | int]:
+    """The keys a user may write for a model field: its name and its aliases' first keys."""
+    aliases = field.get("validation_alias")
+    if isinstance(aliases, str):
+        return {name, aliases}
+    choices = aliases if aliases and isinstance(aliases[0], list) else [aliases or []]
+    return {name, *(path[0] for path in choices if path)}
+
+
+def written_loc(schema: Mapping[str, Any], loc: Sequence[str | int]) -> list[str | int]:
+    """The location a user wrote for a pydantic error at ``loc`` of ``schema`` (a core schema).
+
+    pydantic puts a union's branch into an error's location: the type of a plain union
+    (``best_with_disks.str``, ``best_with_disks.list[str]``) and the tag of a tagged one
+    (``policy[1].failure_penalty.percent``). The user wrote neither, so both are dropped,
+    found by following ``loc`` through the schema. Where the schema cannot be followed
+    (a plain validator, a branch after a plain union), the rest is kept as it is.
+    """
+    definitions: dict[str, Mapping[str, Any]] = {}
+    out: list[str | int] = []
+    rest = list(loc)
+    node: Mapping[str, Any] | None = schema
+    while rest and node is not None:
+        kind = node["type"]
+        if kind == "definitions":
+            definitions.update((d["ref"], d) for d in node["definitions"])
+            node = node["schema"]
+        elif kind == "definition-ref":
+            node = definitions.get(node["schema_ref"])
+        elif kind in _WRAPPERS:
+            node = node["schema"]
+        elif kind in ("model-fields", "typed-dict"):
+            part = rest.pop(0)
+            out.append(part)
+            fields = node["fields"]
+            node = next(
+                (f["schema"] for name, f in fields.items() if part in _field_names(f, name)),
+                None,
+            )
+        elif kind in ("list", "set", "frozenset"):
+            out.append(rest.pop(0))
+            node = node.get("items_schema")
+        elif kind == "dict":
+            out.append(rest.pop(0))
+            # "[key]" follows a key that failed: what follows is no value's location
+            node = None if rest[:1] == ["[key]"] else node.get("values_schema")
+        elif kind == "tagged-union":
+            node = node["choices"].get(rest.pop(0))
+        elif kind == "union":
+            rest.pop(0)  # the branch: which one failed is in the message
+            node = None
+        else:
+            node = None
+    return out + rest

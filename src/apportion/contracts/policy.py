@@ -144,6 +144,10 @@ def check_pool(pool: object, path: str = "pool") -> str:
     return pool
 
 
+# The errors of a tagged union's tag itself (an unknown or missing module name).
+UNION_TAG_ERRORS = frozenset(("union_tag_invalid", "union_tag_not_found"))
+
+
 def user_loc(loc: Sequence[str | int], error_type: str) -> list[str | int]:
     """The location a user wrote for an error inside a policy list.
 
@@ -154,6 +158,6 @@ def user_loc(loc: Sequence[str | int], error_type: str) -> list[str | int]:
     out = list(loc)
     if len(out) >= 2 and isinstance(out[0], int) and out[1] in MODULE_NAMES:
         del out[1]
-    if error_type in ("union_tag_invalid", "union_tag_not_found"):
+    if error_type in UNION_TAG_ERRORS:
         out.append("module")
     return out
