@@ -21,9 +21,10 @@ import redis
 from apportion import kinds
 from apportion.config.settings import Settings
 from apportion.workers.redis.client import (
-    TRANSIENT_ERRORS,
+    REDIS_ERRORS,
     client_for,
     error_text,
+    is_outage,
     redact_url,
 )
 from apportion.workers.redis.keys import Keys
@@ -203,9 +204,9 @@ def check(
     try:
         # Every queue's depth is reported; only the checked ones can make it unhealthy.
         read_redis(health, client, Keys(settings.stream_prefix), kinds.queues())
-    except (redis.RedisError, OSError) as exc:  # TRANSIENT_ERRORS are among these
+    except REDIS_ERRORS as exc:
         health.redis_error = error_text(exc)
-        health.redis_ok = health.redis_ok and not isinstance(exc, TRANSIENT_ERRORS)
+        health.redis_ok = health.redis_ok and not is_outage(exc)
     finally:
         client.close()
     if health.redis_ok:
