@@ -27,7 +27,7 @@ from apportion.workers.redis.client import (
     is_outage,
     redact_url,
 )
-from apportion.workers.redis.keys import Keys
+from apportion.workers.redis.keys import UNACKED, Keys, queue_list
 
 
 @dataclass
@@ -128,8 +128,8 @@ def read_redis(health: Health, client: redis.Redis, keys: Keys, queues: Sequence
     health.redis_version = str(info.get("redis_version"))
     health.redis_ok = True
     for queue in queues:
-        health.queue_depth[queue] = int(client.llen(queue))
-    health.unacked = int(client.hlen("unacked"))  # kombu's hash of delivered, unacked jobs
+        health.queue_depth[queue] = int(client.llen(queue_list(queue)))
+    health.unacked = int(client.hlen(UNACKED))
     now = time.time()
     for stream in [*keys.all_results_streams(), keys.launch_failures_stream]:
         found = stream_health(client, stream, now)

@@ -112,6 +112,14 @@ def test_a_celery_request_still_has(name: str, why: str) -> None:
     assert hasattr(Request, name), f"celery.worker.request.Request no longer has {name!r} ({why})"
 
 
+def test_the_kombu_keys_health_and_metrics_read_are_named_as_kombu_names_them() -> None:
+    from apportion.workers.redis.keys import UNACKED, queue_list
+
+    assert kombu_redis.Channel.unacked_key == UNACKED
+    channel = kombu_redis.Channel.__new__(kombu_redis.Channel)
+    assert channel._q_for_pri("partition", 0) == queue_list("partition")
+
+
 def test_celery_asks_a_request_whether_it_was_revoked_right_before_the_pool() -> None:
     # workers/broker/requests.py learns that a job reached a pool child from this call.
     from celery.worker.request import create_request_cls
