@@ -269,6 +269,18 @@ class Settings(EngineSettings):
                 f"longer than APPORTION_VISIBILITY_TIMEOUT={vt} s, or a redelivered launch "
                 "outcome could be recorded twice"
             )
+        # The redelivered job that finds its marker answers with the event the stream
+        # holds (workers/results/answers.py). Trimmed by age before then, the event is
+        # gone while the marker lives, and the job answers with a fresh envelope: for
+        # launch_select, whose dice may differ, another answer than the one on the
+        # stream. (Trimming by count, APPORTION_STREAM_MAXLEN, has no time to compare:
+        # docs/operations.md says how to size it.)
+        if self.stream_max_age <= vt:
+            raise ValueError(
+                f"APPORTION_STREAM_MAX_AGE={self.stream_max_age} must be longer than "
+                f"APPORTION_VISIBILITY_TIMEOUT={vt}, or a redelivered job could find its "
+                "event trimmed and answer differently from the stream"
+            )
         return self
 
 

@@ -71,10 +71,14 @@ def publish_or_retry(
     workers/results/celery_result.py, which usually writes it with the event). The retry
     re-runs the job (engines are deterministic and cheap next to an outage);
     publishing is idempotent by job_id, so a retry after a publish that did land
-    produces no second event. A soft time limit that fires while publishing means
-    Redis is slow, not that the job is too big (the job is already solved): it is
-    retried like an outage rather than failing the task, which would lose the job.
-    Once published, a soft time limit no longer raises (the answer is out).
+    produces no second event. From the start of publishing until the task ends, a soft
+    time limit no longer raises (answers.hold_soft_limit): the job is solved, so the
+    limit firing now means Redis is slow, not that the job is too big; publishing runs
+    on to its own timeouts (an outage is retried), and once the answer is out a
+    SoftTimeLimitExceeded would only store a FAILURE over it. Holding only after
+    publishing left a window, between the publication and the hold, for exactly that.
+    The hold lasts through a retry too (task_postrun releases it whatever the outcome):
+    a soft limit interrupting the sending of the retry message would lose the job.
 
     ``request``: the task's request (``task.request``, read once a job by the caller).
     """
@@ -83,13 +87,15 @@ def publish_or_retry(
     record = None
     if can_record(task, same_redis=settings.backend == settings.redis_url, request=request):
         record = success_record(task, text, settings.result_expires, request=request)
+    hold_soft_limit()
     try:
         answer, recorded = settle_recorded(
             rt.publisher, envelope, digest, text, dedup_ttl=settings.dedup_ttl, record=record
         )
+    # SoftTimeLimitExceeded: where the hold cannot apply (outside a pool child's main
+    # thread).
     except (InfrastructureError, SoftTimeLimitExceeded) as exc:
         raise _retry(task, rt, exc, f"publishing {envelope.job_id}") from exc
-    hold_soft_limit()
     stored = answer.as_dict()
     if not recorded:
         task.backend.mark_as_done(request.id, stored, request=request)

@@ -21,12 +21,13 @@ import redis
 from apportion import kinds
 from apportion.config.settings import Settings
 from apportion.workers.redis.client import (
-    TRANSIENT_ERRORS,
+    REDIS_ERRORS,
     client_for,
     error_text,
+    is_outage,
     redact_url,
 )
-from apportion.workers.redis.keys import Keys
+from apportion.workers.redis.keys import UNACKED, Keys, queue_list
 
 
 @dataclass
@@ -127,8 +128,8 @@ def read_redis(health: Health, client: redis.Redis, keys: Keys, queues: Sequence
     health.redis_version = str(info.get("redis_version"))
     health.redis_ok = True
     for queue in queues:
-        health.queue_depth[queue] = int(client.llen(queue))
-    health.unacked = int(client.hlen("unacked"))  # kombu's hash of delivered, unacked jobs
+        health.queue_depth[queue] = int(client.llen(queue_list(queue)))
+    health.unacked = int(client.hlen(UNACKED))
     now = time.time()
     for stream in [*keys.all_results_streams(), keys.launch_failures_stream]:
         found = stream_health(client, stream, now)
@@ -203,9 +204,9 @@ def check(
     try:
         # Every queue's depth is reported; only the checked ones can make it unhealthy.
         read_redis(health, client, Keys(settings.stream_prefix), kinds.queues())
-    except (redis.RedisError, OSError) as exc:  # TRANSIENT_ERRORS are among these
+    except REDIS_ERRORS as exc:
         health.redis_error = error_text(exc)
-        health.redis_ok = health.redis_ok and not isinstance(exc, TRANSIENT_ERRORS)
+        health.redis_ok = health.redis_ok and not is_outage(exc)
     finally:
         client.close()
     if health.redis_ok:

@@ -41,7 +41,7 @@ from typing import Any
 import redis
 
 from apportion.errors import StoreUnavailable
-from apportion.workers.redis.client import TRANSIENT_ERRORS
+from apportion.workers.redis.client import REDIS_ERRORS, is_outage
 from apportion.workers.redis.keys import Keys, min_stream_id
 
 FIELDS = ("queue", "reason", "detail", "task", "task_id", "tag", "size", "truncated", "at")
@@ -130,7 +130,9 @@ class DeadLetters:
                     pipe.hdel(unacked[0], tag)
                     pipe.zrem(unacked[1], tag)
             entry = pipe.execute()[0]
-        except TRANSIENT_ERRORS as exc:
+        except REDIS_ERRORS as exc:
+            if not is_outage(exc):
+                raise
             raise StoreUnavailable(f"could not dead-letter a message: {exc}") from exc
         return entry.decode() if isinstance(entry, bytes) else str(entry)
 

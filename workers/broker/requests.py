@@ -17,9 +17,9 @@ Three things only the worker's main process sees:
   it is stored as the task's result and the message acknowledged. If Redis cannot be
   reached for that, Celery's own handling applies.
 
-``revoked()`` being called from Celery's ``execute_using_pool`` is an internal;
-tests/unit/service/test_kombu_canary.py fails with a clear message if an upgrade
-changes it.
+``revoked()`` being called from Celery's ``execute_using_pool`` is an internal, and so
+is ``Request._context``; tests/unit/service/test_kombu_canary.py fails with a clear
+message if an upgrade changes either.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ import redis
 
 from apportion.contracts.events import LaunchOutcomeJob
 from apportion.errors import StoreUnavailable
-from apportion.workers.redis.client import TRANSIENT_ERRORS
+from apportion.workers.redis.client import REDIS_ERRORS, is_outage
 from apportion.workers.redis.keys import Keys, min_stream_id
 
 _RECORD = """
@@ -129,7 +129,9 @@ class FailureStore:
                     *flat,
                 ],
             )
-        except TRANSIENT_ERRORS as exc:
+        except REDIS_ERRORS as exc:
+            if not is_outage(exc):
+                raise
             raise StoreUnavailable(f"could not record {event.event_id}: {exc}") from exc
         return Recorded(
             recorded=code in (0, 1), failure=event.outcome == "failed", outside_retention=code == 2
@@ -147,7 +149,9 @@ class FailureStore:
             for account in unique:
                 pipe.zcount(self._keys.failure_history(account), since, "+inf")
             values = pipe.execute()
-        except TRANSIENT_ERRORS as exc:
+        except REDIS_ERRORS as exc:
+            if not is_outage(exc):
+                raise
             raise StoreUnavailable(f"could not read failure history: {exc}") from exc
         return {a: int(v) for a, v in zip(unique, values, strict=True)}
 

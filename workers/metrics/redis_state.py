@@ -19,7 +19,7 @@ from apportion import kinds
 from apportion.config.settings import Settings
 from apportion.workers.health import stream_health
 from apportion.workers.redis.client import client_for
-from apportion.workers.redis.keys import Keys
+from apportion.workers.redis.keys import UNACKED, Keys, queue_list
 
 
 class RedisStateCollector:
@@ -60,11 +60,11 @@ class RedisStateCollector:
             "apportion_queue_depth", "Jobs waiting on a queue (LLEN).", labels=["queue"]
         )
         for queue in kinds.queues():
-            depth.add_metric([queue], int(client.llen(queue)))
+            depth.add_metric([queue], int(client.llen(queue_list(queue))))
         unacked = GaugeMetricFamily(
             "apportion_jobs_unacked", "Jobs taken by a worker and not yet acknowledged."
         )
-        unacked.add_metric([], int(client.hlen("unacked")))
+        unacked.add_metric([], int(client.hlen(UNACKED)))
         length = GaugeMetricFamily(
             "apportion_stream_length", "Entries in a stream (XLEN).", labels=["stream"]
         )

@@ -40,6 +40,7 @@ from apportion.contracts.policy import DEFAULT_POOL, check_pool
 from apportion.errors import Problem, Rejected, StoreUnavailable
 from apportion.limits import DEFAULT_LIMITS, Limits
 from apportion.workers.policies.text import policy_yaml
+from apportion.workers.redis.client import REDIS_ERRORS, is_outage
 from apportion.workers.redis.keys import Keys
 
 # The newest versions kept per pool (APPORTION_POLICY_MAX_VERSIONS).
@@ -273,7 +274,9 @@ class PolicyStore:
     def _call(self, read: Any) -> Any:
         try:
             return read()
-        except (redis.RedisError, OSError) as exc:
+        except REDIS_ERRORS as exc:
+            if not is_outage(exc):
+                raise
             raise StoreUnavailable(f"the policy store is unavailable: {exc}") from exc
 
 

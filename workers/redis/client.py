@@ -28,6 +28,46 @@ TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
     ConnectionResetError,
 )
 
+# Everything a Redis call can raise; :func:`is_outage` says which of these are outages.
+REDIS_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, OSError)
+
+# Error replies by which a reachable server says it cannot serve now, whatever was
+# asked: out of memory under maxmemory (OOM), persistence failing (MISCONF), a replica
+# reached at a master's address after a failover (READONLY), a replica without its
+# master (MASTERDOWN), too few replicas for min-replicas-to-write (NOREPLICAS), a
+# dataset loading (LOADING), a script still running (BUSY), a cluster resharding
+# (TRYAGAIN). The same command succeeds once the operator or the failover fixes the
+# server, so a job meeting one waits (its task retries) rather than being answered.
+# NOSCRIPT is among them: the scripts' callers reload on it, and one still escaping
+# means the cache was flushed between the load and the call, which the next attempt
+# repairs. Every other reply (wrong arguments, WRONGTYPE, a Lua error) is our own bug
+# or a key someone else wrote: the same call fails the same way every time, so it is
+# not retried (a retry loop would requeue the job for ever) and surfaces as an error.
+OUTAGE_REPLIES = frozenset(
+    {"OOM", "MISCONF", "READONLY", "MASTERDOWN", "NOREPLICAS", "LOADING", "BUSY", "TRYAGAIN"}
+)
+_OUTAGE_REPLY_ERRORS: tuple[type[Exception], ...] = (
+    redis.exceptions.OutOfMemoryError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.MasterDownError,
+    redis.exceptions.NoScriptError,
+)
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Whether ``exc`` (from a Redis call) means "Redis cannot serve now": transient, to
+    be raised as StoreUnavailable and retried; anything else is not (see OUTAGE_REPLIES).
+
+    redis-py strips the code of the replies it has a class for (OOM, READONLY, ...) and
+    keeps it as the message's first word for the others (MISCONF, NOREPLICAS, BUSY).
+    """
+    if isinstance(exc, TRANSIENT_ERRORS + _OUTAGE_REPLY_ERRORS):
+        return True
+    if isinstance(exc, redis.ResponseError):
+        return str(exc).split(" ", 1)[0] in OUTAGE_REPLIES
+    # A socket error redis-py did not wrap (a reset, a refused TLS handshake).
+    return isinstance(exc, OSError)
+
 
 def make_redis(
     url: str,

@@ -1,7 +1,8 @@
 """Every Redis key and stream name apportion uses, in one place.
 
 Celery's own keys (queues such as ``partition``, ``unacked``, ``celery-task-meta-*``)
-are named by kombu/Celery; everything apportion writes itself is named here.
+are named by kombu/Celery; everything apportion writes itself is named here, and so are
+those of kombu's that apportion reads (:data:`UNACKED`, :func:`queue_list`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,17 @@ from dataclasses import dataclass
 from apportion import kinds
 
 SUBSCRIBER_GROUP = "apportion-subscribers"
+
+# kombu's Redis transport names these (apportion sets neither its unacked_key nor a
+# global_keyprefix); tests/unit/service/test_kombu_canary.py checks they still match.
+# The hash of messages taken by a worker and not yet acknowledged, by delivery tag.
+UNACKED = "unacked"
+
+
+def queue_list(queue: str) -> str:
+    """The list a queue's waiting messages are on (kombu: the queue's own name for the
+    default priority; other priorities have lists of their own, not counted here)."""
+    return queue
 
 
 def min_stream_id(max_age_seconds: float, now: float | None = None) -> str:

@@ -15,8 +15,8 @@ published would turn the backend's record into a FAILURE next to an ``ok`` event
 * :func:`bounded` replaces an envelope larger than ``APPORTION_LIMITS__MAX_ENVELOPE_BYTES``
   by a ``rejected``/``result_too_large`` one before anything is stored (launch_select
   stays under it by truncating its candidates; this is the bound for everything else);
-* :func:`hold_soft_limit` makes a soft time limit that fires after publishing harmless
-  until the task has returned and Celery has stored the result.
+* :func:`hold_soft_limit` makes a soft time limit that fires once publishing has begun
+  harmless until the task has returned and Celery has stored the result.
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ _replaced: tuple[Any] | None = None
 
 
 def _too_late(signum: int, frame: Any) -> None:
-    log.warning("soft time limit reached after the answer was published; ignored")
+    log.warning("soft time limit reached while or after publishing the answer; ignored")
 
 
 class _Guard:

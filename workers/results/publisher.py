@@ -39,7 +39,7 @@ from redis.retry import Retry
 from apportion.codec import encode_text
 from apportion.contracts import Envelope
 from apportion.errors import StoreUnavailable
-from apportion.workers.redis.client import TRANSIENT_ERRORS
+from apportion.workers.redis.client import REDIS_ERRORS, is_outage
 from apportion.workers.redis.keys import Keys, min_stream_id
 
 # KEYS: marker, stream[, result key]. ARGV: ttl, maxlen, minid, fingerprint, result
@@ -205,14 +205,18 @@ class StreamPublisher(_Publisher):
                 reply = self._retry.call_with_retry(
                     lambda: self._publish_once(conn, args), lambda _error: conn.disconnect()
                 )
-        except TRANSIENT_ERRORS as exc:
+        except REDIS_ERRORS as exc:
+            if not is_outage(exc):
+                raise
             raise StoreUnavailable(f"could not publish result of {envelope.job_id}: {exc}") from exc
         return _publication(reply, fingerprint, recorded=record is not None)
 
     def published_envelope(self, kind: str, entry_id: str) -> dict[str, Any] | None:
         try:
             found: Any = self._client.xrange(self._keys.results_stream(kind), entry_id, entry_id)
-        except TRANSIENT_ERRORS as exc:
+        except REDIS_ERRORS as exc:
+            if not is_outage(exc):
+                raise
             raise StoreUnavailable(f"could not read result event {entry_id}: {exc}") from exc
         if not found:
             return None

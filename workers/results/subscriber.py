@@ -23,7 +23,7 @@ from typing import Any
 import redis
 
 from apportion.errors import StoreUnavailable
-from apportion.workers.redis.client import TRANSIENT_ERRORS
+from apportion.workers.redis.client import REDIS_ERRORS, is_outage
 from apportion.workers.redis.keys import SUBSCRIBER_GROUP
 
 
@@ -82,10 +82,11 @@ class StreamSubscriber:
         for stream in self._streams:
             try:
                 self._client.xgroup_create(stream, self.group, id=self._start, mkstream=True)
-            except redis.ResponseError as exc:
-                if "BUSYGROUP" not in str(exc):
+            except REDIS_ERRORS as exc:
+                if isinstance(exc, redis.ResponseError) and "BUSYGROUP" in str(exc):
+                    continue  # the group exists already
+                if not is_outage(exc):
                     raise
-            except TRANSIENT_ERRORS as exc:
                 raise StoreUnavailable(str(exc)) from exc
 
     def _entries(self, stream: str, rows: Any) -> list[StreamEvent]:
@@ -105,16 +106,26 @@ class StreamSubscriber:
         if trimmed:
             # Nothing left to process; acknowledging keeps the pending list from
             # holding them (and being re-read) forever.
-            self._client.xack(stream, self.group, *trimmed)
+            try:
+                self._client.xack(stream, self.group, *trimmed)
+            except REDIS_ERRORS as exc:
+                if not is_outage(exc):
+                    raise
+                raise StoreUnavailable(str(exc)) from exc
         return out
 
     def claim_abandoned(self, count: int = 100) -> list[StreamEvent]:
         """Take over entries other consumers read but never acknowledged."""
         out: list[StreamEvent] = []
         for stream in self._streams:
-            reply = self._client.xautoclaim(
-                stream, self.group, self.consumer, self._claim_idle_ms, "0-0", count=count
-            )
+            try:
+                reply = self._client.xautoclaim(
+                    stream, self.group, self.consumer, self._claim_idle_ms, "0-0", count=count
+                )
+            except REDIS_ERRORS as exc:
+                if not is_outage(exc):
+                    raise
+                raise StoreUnavailable(str(exc)) from exc
             out += self._entries(stream, reply[1])
         return out
 
@@ -139,7 +150,9 @@ class StreamSubscriber:
                 until_claim = int((self._next_claim - time.monotonic()) * 1000)
                 block_ms = max(1, min(block_ms, until_claim))
             return self._read(dict.fromkeys(self._streams, ">"), count, block_ms)
-        except TRANSIENT_ERRORS as exc:
+        except REDIS_ERRORS as exc:
+            if not is_outage(exc):
+                raise
             raise StoreUnavailable(str(exc)) from exc
 
     def _read(self, ids: dict[str, str], count: int, block_ms: int | None) -> list[StreamEvent]:
@@ -163,5 +176,7 @@ class StreamSubscriber:
     def ack(self, event: StreamEvent) -> None:
         try:
             self._client.xack(event.stream, self.group, event.entry_id)
-        except TRANSIENT_ERRORS as exc:
+        except REDIS_ERRORS as exc:
+            if not is_outage(exc):
+                raise
             raise StoreUnavailable(str(exc)) from exc

@@ -59,6 +59,22 @@ def test_a_visibility_timeout_not_longer_than_the_longest_hard_limit_is_refused(
         Settings()
 
 
+def test_a_stream_max_age_not_longer_than_the_visibility_timeout_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("APPORTION_VISIBILITY_TIMEOUT", "7200")
+    monkeypatch.setenv("APPORTION_STREAM_MAX_AGE", "3600")
+
+    with pytest.raises(
+        ValidationError,
+        match="APPORTION_STREAM_MAX_AGE=3600 must be longer than APPORTION_VISIBILITY_TIMEOUT=7200",
+    ):
+        Settings()
+
+    monkeypatch.setenv("APPORTION_STREAM_MAX_AGE", "7201")
+    assert Settings().stream_max_age == 7201
+
+
 def test_a_soft_limit_must_come_before_the_hard_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("APPORTION_TIME_LIMITS__LAUNCH__SOFT", "50")
 

@@ -40,6 +40,9 @@ CHANNEL_INTERNALS = {
     "Message": "replaced by a message carrying the body the gate decoded",
     "pool": "the pool the pop and ack scripts' own connection is made from",
     "_close_clients": "extended: closes the scripts' own connection",
+    "_flush_brpop_reauth": "called once a BRPOP reply is consumed, as kombu does: sends a "
+    "pending streaming re-auth token on the BRPOP connection (looked up with getattr, so "
+    "without this check its loss would go unnoticed)",
 }
 QOS_INTERNALS = {
     "append": "overridden: not written again when the pop script recorded the message",
@@ -87,6 +90,34 @@ def test_the_redis_qos_still_has(name: str, why: str) -> None:
     assert hasattr(kombu_redis.QoS, name) or f"self.{name} =" in sources, (
         f"kombu.transport.redis.QoS no longer has {name!r} ({why})"
     )
+
+
+# What workers/broker/requests.py's GatedRequest overrides or reads of Celery's Request.
+REQUEST_INTERNALS = {
+    "_context": "the task's request, which the backend's mark_as_done takes when the "
+    "hard time limit's answer is stored",
+    "revoked": "overridden: a job reaching a pool child",
+    "on_failure": "overridden: a pool child that died running the job",
+    "on_timeout": "overridden: the hard time limit's answer",
+    "acknowledge": "the message is acknowledged once the hard time limit's answer is stored",
+    "send_event": "the task-succeeded event for that answer",
+    "message": "the kombu message, whose channel's QoS counts deliveries",
+}
+
+
+@pytest.mark.parametrize(("name", "why"), REQUEST_INTERNALS.items())
+def test_a_celery_request_still_has(name: str, why: str) -> None:
+    from celery.worker.request import Request
+
+    assert hasattr(Request, name), f"celery.worker.request.Request no longer has {name!r} ({why})"
+
+
+def test_the_kombu_keys_health_and_metrics_read_are_named_as_kombu_names_them() -> None:
+    from apportion.workers.redis.keys import UNACKED, queue_list
+
+    assert kombu_redis.Channel.unacked_key == UNACKED
+    channel = kombu_redis.Channel.__new__(kombu_redis.Channel)
+    assert channel._q_for_pri("partition", 0) == queue_list("partition")
 
 
 def test_celery_asks_a_request_whether_it_was_revoked_right_before_the_pool() -> None:

@@ -45,7 +45,7 @@ def test_a_soft_limit_raises_before_the_hold_and_after_the_release_but_not_while
         with pytest.raises(PoolSaysTooLate):
             os.kill(os.getpid(), signal.SIGUSR1)
 
-    assert caplog.text.count("soft time limit reached after the answer was published") == 3
+    assert caplog.text.count("soft time limit reached while or after publishing the answer") == 3
 
 
 def test_without_a_python_handler_the_hold_logs_and_the_release_puts_the_default_back(

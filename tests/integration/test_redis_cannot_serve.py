@@ -1,0 +1,106 @@
+"""A real Redis that answers but cannot write (OOM under maxmemory, a read-only replica)
+is an outage to the publisher and the failure store: StoreUnavailable, which the task
+retries, and the same call succeeds once the server can write again."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import redis
+
+from apportion.contracts import Envelope
+from apportion.contracts.events import LaunchOutcomeJob
+from apportion.errors import StoreUnavailable
+from apportion.workers.history.failure_store import FailureStore
+from apportion.workers.redis.client import make_redis
+from apportion.workers.redis.keys import Keys
+from apportion.workers.results.publisher import StreamPublisher
+from tests.support.processes import RedisServer, free_port
+
+pytestmark = [pytest.mark.redis]
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[RedisServer]:
+    extra = ("--maxmemory-policy", "noeviction")
+    srv = RedisServer(port=free_port(), workdir=tmp_path / "redis", extra_args=extra)
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def envelope(job_id: str) -> Envelope:
+    return Envelope(
+        job_id=job_id,
+        kind="partition",
+        status="ok",
+        result={"n": 1},
+        engine_version="0.1.0",
+        elapsed_ms=1.0,
+    )
+
+
+def event(event_id: str) -> LaunchOutcomeJob:
+    return LaunchOutcomeJob(
+        event_id=event_id, account="vsphere-a", outcome="failed", at=datetime.now(UTC)
+    )
+
+
+def fill_up(admin: redis.Redis) -> None:
+    """maxmemory just above what the server uses, then written full."""
+    used = int(admin.info("memory")["used_memory"])
+    admin.config_set("maxmemory", used + 256 * 1024)
+    for i in range(10_000):
+        try:
+            admin.set(f"filler:{i}", "x" * 1024)
+        except redis.exceptions.OutOfMemoryError:
+            return
+    raise AssertionError("10 MB written under a 256 kB margin: maxmemory not enforced")
+
+
+def test_an_out_of_memory_redis_is_store_unavailable_until_memory_is_freed(
+    server: RedisServer,
+) -> None:
+    admin = server.client()
+    client = make_redis(server.url, timeout=2.0, retries=0)
+    publisher = StreamPublisher(client, Keys(), maxlen=100, dedup_ttl=60)
+    failures = FailureStore(client, Keys(), retention_seconds=3600, stream_maxlen=100)
+    fill_up(admin)
+
+    with pytest.raises(StoreUnavailable, match="maxmemory"):
+        publisher.publish(envelope("job-1"))
+    with pytest.raises(StoreUnavailable, match="maxmemory"):
+        failures.record(event("e1"), datetime.now(UTC))
+
+    admin.config_set("maxmemory", 0)
+    assert publisher.publish(envelope("job-1")) is not None
+    assert failures.record(event("e1"), datetime.now(UTC)).recorded is True
+    assert admin.xlen(Keys().results_stream("partition")) == 1
+
+
+def test_a_master_turned_read_only_replica_is_store_unavailable_until_promoted_again(
+    server: RedisServer,
+) -> None:
+    admin = server.client()
+    client = make_redis(server.url, timeout=2.0, retries=0)
+    publisher = StreamPublisher(client, Keys(), maxlen=100, dedup_ttl=60)
+    failures = FailureStore(client, Keys(), retention_seconds=3600, stream_maxlen=100)
+    # As at the old master's address after a failover: a replica (of a master that is
+    # not even there), read-only.
+    admin.replicaof("127.0.0.1", free_port())
+
+    try:
+        with pytest.raises(StoreUnavailable, match="read only replica"):
+            publisher.publish(envelope("job-1"))
+        with pytest.raises(StoreUnavailable, match="read only replica"):
+            failures.record(event("e1"), datetime.now(UTC))
+    finally:
+        admin.replicaof("NO", "ONE")
+
+    assert publisher.publish(envelope("job-1")) is not None
+    assert failures.record(event("e1"), datetime.now(UTC)).recorded is True
