@@ -257,15 +257,7 @@ def runtime(publisher: Any) -> Runtime:
     return Runtime(settings=Settings(), publisher=publisher, failures=MemoryFailureStore())
 
 
-@pytest.fixture
-def no_hold_left() -> Iterator[None]:
-    yield
-    answers.release_soft_limit()
-
-
-def test_publishing_into_an_out_of_memory_redis_ends_in_a_task_retry(
-    server_saying: Any, no_hold_left: None
-) -> None:
+def test_publishing_into_an_out_of_memory_redis_ends_in_a_task_retry(server_saying: Any) -> None:
     task = StubTask()
 
     with pytest.raises(Retried):
