@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from apportion import ENGINE_VERSION, edge, kinds, unknown_fields
+from apportion.context import Context, PolicyLookup, StoredPolicy
 from apportion.contracts import Envelope, ErrorDetail, ErrorInfo, WarningDetail
 from apportion.contracts.base import valid_job_id, written_loc
 from apportion.contracts.policy import UNION_TAG_ERRORS
@@ -39,55 +39,6 @@ from apportion.errors import (
 from apportion.limits import DEFAULT_LIMITS, Limits
 
 log = logging.getLogger("apportion.engine")
-
-
-# (accounts, window_hours) -> {account: failures in the window}
-FailureCounts = Callable[[Sequence[str], float], Mapping[str, int]]
-# (event) -> True when the event was recorded now, False when its event_id was known, or
-# a string naming why it was not recorded (e.g. "outside_retention")
-RecordOutcome = Callable[[Any], bool | str]
-
-
-@dataclass(frozen=True, slots=True)
-class StoredPolicy:
-    """A version of a pool's policy from the policy store (apportion.workers.policies)."""
-
-    pool: str  # the pool it is the policy of; "default" for the global default
-    version: int
-    modules: Sequence[Mapping[str, Any]]
-
-
-# (the job's pool, or None) -> the pool's current policy, else the default's; None when
-# the store has neither. Raises an InfrastructureError when the store cannot answer.
-PolicyLookup = Callable[[str | None], StoredPolicy | None]
-
-
-@dataclass(frozen=True, slots=True)
-class Context:
-    """What an engine may know besides the job: limits, the clock, configured defaults.
-
-    Passing these in (rather than reading a clock or settings inside an engine) keeps
-    every engine a pure function of its inputs.
-    """
-
-    limits: Limits = DEFAULT_LIMITS
-    now: datetime = field(default_factory=lambda: datetime.now(UTC))
-    # launch_select: the policy a job without a `policy` key gets when there is no policy
-    # store, or the store has no default (config/default_policy.yaml).
-    default_policy: Sequence[Mapping[str, Any]] | None = None
-    # launch_select: the policy store, asked once for a job without a `policy` key.
-    # Injected by the worker (one Redis round trip); None: no store (`apportion solve`).
-    policy_lookup: PolicyLookup | None = None
-    # launch_select: whether a job's own `policy` list is used (APPORTION_ALLOW_INLINE_POLICY);
-    # when not, such a job is rejected, so that only the store's policies decide.
-    allow_inline_policy: bool = True
-    # launch_select: failures per account within the last `window_hours`, for jobs that
-    # leave `failures` null. Injected by the worker (the Redis failure-history store) so
-    # the engine itself stays free of I/O; None means no history is available.
-    failure_counts: FailureCounts | None = None
-    # launch_outcome: records one event in the failure-history store, returning whether
-    # it was new (False for a repeated event_id). Injected by the worker, like the above.
-    record_outcome: RecordOutcome | None = None
 
 
 # An engine returns its result as plain JSON data (dicts, lists, str, int, float, bool,

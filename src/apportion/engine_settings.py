@@ -21,7 +21,7 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from apportion import kinds
-from apportion.engine import Context, FailureCounts, PolicyLookup, RecordOutcome
+from apportion.context import Context, FailureCounts, PolicyLookup, RecordOutcome
 from apportion.errors import Rejected
 from apportion.limits import DEFAULT_LIMITS, Limits
 from apportion.setting_names import SERVICE_SETTINGS, Setting, settings_of, unknown_variables

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from apportion.context import Context
 from apportion.contracts.launch import (
     NO_POLICY,
     LaunchSelectJob,
@@ -40,7 +41,6 @@ from apportion.contracts.launch import (
     launch_result,
 )
 from apportion.contracts.policy import DEFAULT_POOL, PolicyModule
-from apportion.engine import Context
 from apportion.errors import Rejected
 from apportion.placement import CandidateSet, check_found, find_candidates
 from apportion.placement.bounded import fit, rechosen

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from datetime import UTC
 
+from apportion.context import Context
 from apportion.contracts.events import LaunchOutcomeJob, LaunchOutcomeResult
-from apportion.engine import Context
 from apportion.errors import Rejected
 from apportion.limits import env_name
 

@@ -57,7 +57,7 @@ from apportion.attach.values import ProblemLog
 from apportion.contracts.attach import AutoAttachJob, AutoAttachResult, Pool
 
 if TYPE_CHECKING:
-    from apportion.engine import Context
+    from apportion.context import Context
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,7 +46,7 @@ from apportion.contracts.base import MAX_ID_LENGTH
 from apportion.errors import Rejected
 
 if TYPE_CHECKING:
-    from apportion.engine import Context
+    from apportion.context import Context
 
 
 def _virt_only_coverage(

@@ -20,8 +20,8 @@ from apportion.errors import Infeasible
 from apportion.partition import convert, dynamic, feasibility, integer, lp, model, schema
 
 if TYPE_CHECKING:
+    from apportion.context import Context
     from apportion.contracts.partition import PartitionJob
-    from apportion.engine import Context
 
 
 def solve(job: PartitionJob, ctx: Context) -> convert.Result:

@@ -15,7 +15,7 @@ from apportion.limits import env_name
 from apportion.placement.candidates import SHOWN_UNUSABLE, CandidateSet, find_candidates
 
 if TYPE_CHECKING:
-    from apportion.engine import Context
+    from apportion.context import Context
 
 NO_CANDIDATES = "no allocation candidates"
 

@@ -50,7 +50,7 @@ from apportion.placement.slots import SlotPlan, plan_slots
 from apportion.placement.summaries import provider_summaries
 
 if TYPE_CHECKING:
-    from apportion.engine import Context
+    from apportion.context import Context
 
 # How many unusable inventories the result lists by name (the count is always given).
 SHOWN_UNUSABLE = 20
