@@ -298,4 +298,6 @@ def register(app: Celery, settings: Settings) -> None:
             soft_time_limit=limit.soft,
             time_limit=limit.hard,
             Request=GATED_REQUEST,
+            # What GatedRequest answers when the hard time limit killed the pool child.
+            answer_hard_time_limit=staticmethod(answer_hard_time_limit),
         )(_make(kind))

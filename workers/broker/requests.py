@@ -67,10 +67,10 @@ class GatedRequest(Request):  # type: ignore[misc]
         if soft or state.should_terminate:
             super().on_timeout(soft, timeout)
             return
-        from apportion.tasks.jobs import answer_hard_time_limit
-
         try:
-            answer = answer_hard_time_limit(self.name, self.id, self.args, self.kwargs)
+            # The task carries its own answer (tasks/jobs.py registers it so): the tasks
+            # stand above the service, which imports none of them.
+            answer = self.task.answer_hard_time_limit(self.name, self.id, self.args, self.kwargs)
         except Exception:
             log.exception("could not answer %s[%s] after its hard time limit", self.name, self.id)
             super().on_timeout(soft, timeout)

@@ -18,13 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from fractions import Fraction
 from itertools import compress, count
 from typing import TYPE_CHECKING, Any
 
 from apportion.attach.compliance import (
-    AttachedEntitlement,
     ComplianceView,
     CoverageContext,
     Tally,
@@ -32,9 +30,9 @@ from apportion.attach.compliance import (
     effective_quantity,
 )
 from apportion.attach.explain import RunRecord, explain_attach, offer_text
-from apportion.attach.facts import ConsumerProfile
 from apportion.attach.groups import Attached, GroupWork, Member, build_groups
 from apportion.attach.inputs import (
+    AttachInput,
     check_compliance_limit,
     check_limits,
     check_pool_list,
@@ -51,26 +49,14 @@ from apportion.attach.pools import (
     PoolView,
     view_pool,
 )
-from apportion.attach.priority import PROFILES, RuleProfile, Scorer
-from apportion.attach.select import Pick, select
+from apportion.attach.priority import PROFILES, Scorer
+from apportion.attach.ranking import Pick
+from apportion.attach.select import select
 from apportion.attach.values import ProblemLog
 from apportion.contracts.attach import AutoAttachJob, AutoAttachResult, Pool
 
 if TYPE_CHECKING:
     from apportion.context import Context
-
-
-@dataclass(frozen=True, slots=True)
-class AttachInput:
-    consumer: ConsumerProfile
-    pools: Sequence[Pool | PoolView]  # already checked; read lazily when given as Pool
-    products: Sequence[str] | None
-    compliance: ComplianceView
-    entitlements: Sequence[AttachedEntitlement]
-    at: datetime
-    profile: RuleProfile
-    consider_derived: bool = False
-    host_uuid: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from apportion.attach.groups import GroupWork, Member
+from apportion.attach.inputs import AttachInput
 from apportion.attach.needs import Needs, Offer
 from apportion.attach.offers import GroupKey, PoolOffers
 from apportion.attach.pools import PoolView
-from apportion.attach.select import Pick
-
-if TYPE_CHECKING:
-    from apportion.attach.autoattach import AttachInput
+from apportion.attach.ranking import Pick
 
 _TIE = (
     "equal priority and end date: Candlepin's sort is unstable and may order them either "

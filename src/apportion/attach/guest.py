@@ -27,10 +27,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from apportion.attach.autoattach import AttachInput, AttachOutcome, run_attach
+from apportion.attach.autoattach import AttachOutcome, run_attach
 from apportion.attach.compliance import AttachedEntitlement, CoverageContext, compute_compliance
 from apportion.attach.facts import ConsumerProfile, require_guest
 from apportion.attach.inputs import (
+    AttachInput,
     check_limits,
     check_time,
     read_consumer,

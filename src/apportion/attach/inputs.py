@@ -7,6 +7,7 @@ work is done; field problems are collected so one rejection lists them all.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from apportion.attach.compliance import (
@@ -26,12 +27,29 @@ from apportion.attach.pools import (
     view_pool,
     view_pools,
 )
+from apportion.attach.priority import RuleProfile
 from apportion.attach.values import ProblemLog, key_path
 from apportion.contracts.attach import Compliance, Consumer, Entitlement, Pool
 from apportion.errors import Problem, Rejected
 from apportion.limits import Limits, env_name, over_limit
 
 _MAX_REPORTED = 100
+
+
+@dataclass(frozen=True, slots=True)
+class AttachInput:
+    """An attach job as the engines read it: checked, and its consumer, compliance and
+    entitlements made into views (auto_attach builds one; guest_host_attach two)."""
+
+    consumer: ConsumerProfile
+    pools: Sequence[Pool | PoolView]  # already checked; read lazily when given as Pool
+    products: Sequence[str] | None
+    compliance: ComplianceView
+    entitlements: Sequence[AttachedEntitlement]
+    at: datetime
+    profile: RuleProfile
+    consider_derived: bool = False
+    host_uuid: str | None = None
 
 
 def reject_if(log: ProblemLog) -> None:

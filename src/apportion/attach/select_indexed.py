@@ -2,7 +2,7 @@
 
 Tens of thousands of groups and thousands of products make a rescan per pick
 quadratic. The running best of a scan only moves to a later candidate that passes the
-skipping rules and beats it (see :mod:`.select`), so each round is followed by jumping
+skipping rules and beats it (see :mod:`.ranking`), so each round is followed by jumping
 from one best to the next: "the first later candidate, of a (host-specific, virt_only)
 class the skipping rules let through, whose rules-in-order key beats the best's".
 
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from functools import cmp_to_key
 
 from apportion.attach.needs import Offer
-from apportion.attach.select import (
+from apportion.attach.ranking import (
     VIRT_ONLY,
     Candidate,
     Pick,

@@ -60,7 +60,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from apportion.cli.common import settings
-    from apportion.workers.policies.cli import run as run_policy
+    from apportion.cli.policy_actions import run as run_policy
 
     code: int = run_policy(args, settings())
     return code

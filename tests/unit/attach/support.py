@@ -7,9 +7,15 @@ from fractions import Fraction
 from typing import Any
 
 from apportion.attach import solve_auto_attach, solve_guest_host_attach
-from apportion.attach.autoattach import AttachInput, pool_priorities
+from apportion.attach.autoattach import pool_priorities
 from apportion.attach.compliance import CoverageContext, compute_compliance
-from apportion.attach.inputs import read_compliance, read_consumer, read_entitlements, read_pools
+from apportion.attach.inputs import (
+    AttachInput,
+    read_compliance,
+    read_consumer,
+    read_entitlements,
+    read_pools,
+)
 from apportion.attach.priority import PROFILES
 from apportion.attach.values import ProblemLog
 from apportion.contracts.attach import (

@@ -14,10 +14,10 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from apportion.attach.autoattach import AttachInput, _attached, _members, _needs
+from apportion.attach.autoattach import _attached, _members, _needs
 from apportion.attach.compliance import CoverageContext, Tally
 from apportion.attach.groups import build_groups
-from apportion.attach.inputs import read_compliance, read_consumer, read_entitlements
+from apportion.attach.inputs import AttachInput, read_compliance, read_consumer, read_entitlements
 from apportion.attach.offers import read_offers
 from apportion.attach.pools import (
     PoolCheck,

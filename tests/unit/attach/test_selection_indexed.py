@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from apportion.attach import select as selection
 from apportion.attach.groups import GroupWork, Offer
+from apportion.attach.ranking import Pick
 from tests.unit.attach.test_selection import P1, P2, ROLE, group, member
 
 P3: Offer = ("product", "p3")
@@ -69,7 +70,7 @@ def _build(problem: dict[str, Any]) -> tuple[list[GroupWork], list[str]]:
     return groups, partial
 
 
-def _outcome(picks: list[selection.Pick]) -> list[tuple[Any, ...]]:
+def _outcome(picks: list[Pick]) -> list[tuple[Any, ...]]:
     return [
         (p.group.key, p.reason, p.new, p.decided_by, p.runner_up, p.values, p.group.quantities())
         for p in picks

@@ -1,4 +1,8 @@
-"""``apportion policy``'s actions over the policy store (src/apportion/cli/policy.py)."""
+"""``apportion policy``'s actions over the policy store (the parser is cli/policy.py).
+
+Imported only when the command runs: it reaches Redis through apportion.workers, which
+``apportion --help`` and ``solve`` never load.
+"""
 
 from __future__ import annotations
 
