@@ -1,6 +1,6 @@
 """Expressions proven cheap are evaluated in-process, with the child's very answers.
 
-The proof (``yaql_eval.is_cheap``) looks at the parsed expression and the shape of the
+The proof (``yaql_eval.budget.is_cheap``) looks at the parsed expression and the shape of the
 data; anything it cannot bound still goes to the forked child, which can be killed.
 """
 
@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from apportion import yaql_eval
 from apportion.limits import Limits
+from apportion.yaql_eval import budget, child, direct, parse, records
 
 LIMITS = Limits(yaql_timeout_seconds=1.0)
 DISKS = [
@@ -34,8 +35,8 @@ SCHEMA_EXPRESSIONS = [
 
 
 def _cheap(expression: str, data: Any = HARDWARE) -> bool:
-    tree = yaql_eval._parse(LIMITS.yaql_max_iterations, LIMITS.yaql_memory_quota, expression)
-    return yaql_eval.is_cheap(tree, yaql_eval.shape_of(data))
+    tree = parse.parse(LIMITS.yaql_max_iterations, LIMITS.yaql_memory_quota, expression)
+    return budget.is_cheap(tree, budget.shape_of(data))
 
 
 @pytest.mark.parametrize("expression", SCHEMA_EXPRESSIONS)
@@ -47,7 +48,7 @@ def test_a_batch_of_cheap_expressions_forks_no_child(monkeypatch: pytest.MonkeyP
     def no_fork() -> int:
         raise AssertionError("a cheap batch forked a child")
 
-    monkeypatch.setattr(yaql_eval, "_fork", no_fork)
+    monkeypatch.setattr(child, "fork", no_fork)
     result = yaql_eval.evaluate_batch(
         {f"e{i}": text for i, text in enumerate(SCHEMA_EXPRESSIONS)}, HARDWARE, LIMITS
     )
@@ -169,19 +170,19 @@ def _plain_expressions(draw: st.DrawFn, depth: int = 0) -> str:
 def test_a_plain_expression_evaluated_directly_gives_yaqls_value(
     expression: str, data: Any
 ) -> None:
-    tree = yaql_eval._parse(LIMITS.yaql_max_iterations, LIMITS.yaql_memory_quota, expression)
-    direct = yaql_eval._plain_line(0, tree, data, LIMITS.yaql_max_iterations)
-    if direct is None:  # declined: yaql answers
+    tree = parse.parse(LIMITS.yaql_max_iterations, LIMITS.yaql_memory_quota, expression)
+    plain = direct.plain_line(0, tree, data, LIMITS.yaql_max_iterations)
+    if plain is None:  # declined: yaql answers
         return
-    context = yaql_eval._data_context(data)
-    assert direct == yaql_eval._result_line(0, tree, context, LIMITS, (Exception,))
+    context = records.data_context(data)
+    assert plain == records.result_line(0, tree, context, LIMITS, (Exception,))
 
 
 def test_the_disk_selection_of_a_schema_is_evaluated_without_yaql() -> None:
-    tree = yaql_eval._parse(
+    tree = parse.parse(
         LIMITS.yaql_max_iterations, LIMITS.yaql_memory_quota, '$.disks.where($.type = "ssd")'
     )
-    line = yaql_eval._plain_line(0, tree, HARDWARE, LIMITS.yaql_max_iterations)
+    line = direct.plain_line(0, tree, HARDWARE, LIMITS.yaql_max_iterations)
     assert line is not None
     assert [d["id"] for d in json.loads(line)["v"]] == [
         d["id"] for d in DISKS if d["type"] == "ssd"

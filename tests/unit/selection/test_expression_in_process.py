@@ -2,7 +2,7 @@
 
 The selection module wraps the administrator's expression as ``$.select((EXPR))`` over
 every account's document; yaql's per-call dispatch made 1,000 accounts cost ~0.3 s in
-the forked child. Written in what ``yaql_eval._direct`` evaluates (keys, arithmetic,
+the forked child. Written in what ``yaql_eval.direct`` evaluates (keys, arithmetic,
 comparisons, ``and``/``or``/``not``, ``switch``), and bounded for it, the expression is
 answered directly; anything else, or anything the direct evaluation declines (a missing
 key, a division by zero, another type), still goes to the killable child.
@@ -21,6 +21,7 @@ from apportion import yaql_eval
 from apportion.errors import Rejected
 from apportion.limits import Limits
 from apportion.selection.expression import now_document
+from apportion.yaql_eval import budget, child, direct, parse, records
 from tests.unit.selection.builders import final, one_host_each, select
 
 NIGHT = datetime(2026, 11, 21, 22, 0, tzinfo=UTC)
@@ -33,7 +34,7 @@ LIMITS = Limits()
 def _forks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Count the children forked from now on (each still forks)."""
     forked: list[int] = []
-    real = yaql_eval._fork
+    real = child.fork
 
     def counting() -> int:
         pid = real()
@@ -41,7 +42,7 @@ def _forks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
             forked.append(pid)
         return pid
 
-    monkeypatch.setattr(yaql_eval, "_fork", counting)
+    monkeypatch.setattr(child, "fork", counting)
     return forked
 
 
@@ -90,8 +91,8 @@ def test_a_hostile_expression_still_goes_to_the_child_and_is_stopped(
 
 
 def _route(expression: str, data: Any) -> str:
-    tree = yaql_eval._parse(LIMITS.yaql_max_iterations, LIMITS.yaql_memory_quota, expression)
-    return yaql_eval.route(tree, yaql_eval.shape_of(data))
+    tree = parse.parse(LIMITS.yaql_max_iterations, LIMITS.yaql_memory_quota, expression)
+    return yaql_eval.route(tree, budget.shape_of(data))
 
 
 def test_the_direct_evaluation_is_bounded_by_the_work_it_would_do() -> None:
@@ -208,9 +209,9 @@ def test_an_account_expression_evaluated_directly_gives_yaqls_value(
     expression: str, documents: list[dict[str, Any]]
 ) -> None:
     text = f"$.select(({expression}))"
-    tree = yaql_eval._parse(LIMITS.yaql_max_iterations, LIMITS.yaql_memory_quota, text)
-    direct = yaql_eval._plain_line(0, tree, documents, LIMITS.yaql_max_iterations)
-    if direct is None:  # declined: the child answers
+    tree = parse.parse(LIMITS.yaql_max_iterations, LIMITS.yaql_memory_quota, text)
+    plain = direct.plain_line(0, tree, documents, LIMITS.yaql_max_iterations)
+    if plain is None:  # declined: the child answers
         return
-    context = yaql_eval._data_context(documents)
-    assert direct == yaql_eval._result_line(0, tree, context, LIMITS, (Exception,))
+    context = records.data_context(documents)
+    assert plain == records.result_line(0, tree, context, LIMITS, (Exception,))
