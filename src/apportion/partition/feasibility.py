@@ -43,6 +43,20 @@ def diagnose(model: Model) -> Infeasible | None:
         # Without fair-share groups each space needs exactly its min_size: a whole-MiB
         # sum settles it, no fractions needed (the common case on the worker's hot path).
         return None
+    found = _needs(model)
+    if isinstance(found, Infeasible):
+        return found
+    need, weighted = found
+    required = sum(need.values(), Fraction(0))
+    capacity = int(model.capacity.sum())
+    if required <= capacity:
+        return None
+    return _too_little_room(model, need, weighted, required, capacity)
+
+
+def _needs(model: Model) -> tuple[dict[int, Fraction], set[int]] | Infeasible:
+    """What each space needs at least (a fair share's need follows its group's smallest
+    min_size), and the spaces whose need is a weighted share; or why a group cannot fit."""
     spaces = model.spaces
     need: dict[int, Fraction] = {s: Fraction(int(model.min_size[s])) for s in range(model.real)}
     weighted: set[int] = set()
@@ -65,11 +79,18 @@ def diagnose(model: Model) -> Infeasible | None:
             need[s] = low * w
             if w != w_min:
                 weighted.add(s)
+    return need, weighted
 
-    required = sum(need.values(), Fraction(0))
-    capacity = int(model.capacity.sum())
-    if required <= capacity:
-        return None
+
+def _too_little_room(
+    model: Model,
+    need: dict[int, Fraction],
+    weighted: set[int],
+    required: Fraction,
+    capacity: int,
+) -> Infeasible:
+    """The spaces that need room, named with what each needs, against the disks' room."""
+    spaces = model.spaces
     needy = [s for s in range(model.real) if need[s] > 0]
     described = []
     for s in needy:

@@ -79,38 +79,57 @@ class SearchSpec:
     @classmethod
     def of(cls, plan: SlotPlan) -> SearchSpec:
         n = len(plan.slots)
-        demanders: dict[str, int] = {}
-        for slot in plan.slots:
-            for rc, _ in slot.demands:
-                demanders[rc] = demanders.get(rc, 0) + 1
-        checked = [tuple(d for d in slot.demands if demanders[d[0]] > 1) for slot in plan.slots]
-        in_subtree = {k for members in plan.subtrees for k in members}
+        checked = _contested(plan)
         collective = bool(plan.collective and plan.unsuffixed)
-        bound = [
-            bool(checked[k])
-            or k in in_subtree
-            or k in plan.isolated
-            or (collective and k in plan.unsuffixed)
-            for k in range(n)
-        ]
+        bound = _bound(plan, checked, collective)
         order = tuple([k for k in range(n) if bound[k]] + [k for k in range(n) if not bound[k]])
         rank = {k: i for i, k in enumerate(order)}
-        per_position: list[list[tuple[int, bool, tuple[int, ...]]]] = [[] for _ in range(n)]
-        for j, members in enumerate(plan.subtrees):
-            ranked = sorted(rank[k] for k in members)
-            for at, i in enumerate(ranked):
-                per_position[i].append((j, at == 0, tuple(ranked[at + 1 :])))
         unsuffixed = tuple(sorted(rank[k] for k in plan.unsuffixed))
         return cls(
             order=order,
             bound_count=sum(bound),
             checked=tuple(checked[k] for k in order),
             isolated=frozenset(rank[k] for k in plan.isolated),
-            subtrees=tuple(tuple(x) for x in per_position),
+            subtrees=_subtrees_per_position(plan, rank, n),
             subtree_count=len(plan.subtrees),
             unsuffixed=unsuffixed,
             collective_at=unsuffixed[-1] if collective else -1,
         )
+
+
+def _contested(plan: SlotPlan) -> list[tuple[tuple[str, int], ...]]:
+    """Per slot: its (class, amount) demands that another slot demands too."""
+    demanders: dict[str, int] = {}
+    for slot in plan.slots:
+        for rc, _ in slot.demands:
+            demanders[rc] = demanders.get(rc, 0) + 1
+    return [tuple(d for d in slot.demands if demanders[d[0]] > 1) for slot in plan.slots]
+
+
+def _bound(
+    plan: SlotPlan, checked: list[tuple[tuple[str, int], ...]], collective: bool
+) -> list[bool]:
+    """Per slot: whether its choice interacts with another slot's (the search binds it)."""
+    in_subtree = {k for members in plan.subtrees for k in members}
+    return [
+        bool(checked[k])
+        or k in in_subtree
+        or k in plan.isolated
+        or (collective and k in plan.unsuffixed)
+        for k in range(len(plan.slots))
+    ]
+
+
+def _subtrees_per_position(
+    plan: SlotPlan, rank: dict[int, int], n: int
+) -> tuple[tuple[tuple[int, bool, tuple[int, ...]], ...], ...]:
+    """Per position: (same_subtree index, is its first position, its later positions)."""
+    per_position: list[list[tuple[int, bool, tuple[int, ...]]]] = [[] for _ in range(n)]
+    for j, members in enumerate(plan.subtrees):
+        ranked = sorted(rank[k] for k in members)
+        for at, i in enumerate(ranked):
+            per_position[i].append((j, at == 0, tuple(ranked[at + 1 :])))
+    return tuple(tuple(x) for x in per_position)
 
 
 def _matching_exists(choices: Sequence[Sequence[int]]) -> bool:

@@ -220,6 +220,34 @@ def _slot(
 
 def plan_slots(forest: Forest, request: ParsedRequest) -> SlotPlan | None:
     """The slots of ``request`` over ``forest``; ``None`` when nothing can match."""
+    found = _slots(forest, request)
+    if found is None:
+        return None
+    slots, collective = found
+    spread = tuple(k for k, s in enumerate(slots) if not s.suffix and s.demands)
+    slot_of = {s.suffix: k for k, s in enumerate(slots) if s.suffix}
+    isolated: tuple[int, ...] = ()
+    if request.group_policy == "isolate" and len(slot_of) > 1:
+        isolated = tuple(sorted(slot_of.values()))
+    subtrees = tuple(
+        tuple(sorted(slot_of[s] for s in same)) for same in request.same_subtrees if len(same) > 1
+    )
+    return SlotPlan(
+        slots=tuple(slots),
+        unsuffixed=spread,
+        collective=collective,
+        isolated=isolated,
+        subtrees=subtrees,
+        anchors=_anchors(forest, request, slots),
+    )
+
+
+def _slots(
+    forest: Forest, request: ParsedRequest
+) -> tuple[list[Slot], tuple[frozenset[str], ...]] | None:
+    """Every group's slots, unsuffixed groups first (one slot per resource of the
+    unsuffixed group that has some), and its required traits; ``None`` when a slot can
+    have no provider."""
     unsuffixed = [(i, g) for i, g in enumerate(request.groups) if not g.suffixed]
     suffixed = [(i, g) for i, g in enumerate(request.groups) if g.suffixed]
     slots: list[Slot] = []
@@ -236,14 +264,12 @@ def plan_slots(forest: Forest, request: ParsedRequest) -> SlotPlan | None:
                 slots.append(_slot(forest, i, group, (demand,), masks))
         if not (slots[-1].members or slots[-1].shared):
             return None
-    spread = tuple(k for k, s in enumerate(slots) if not s.suffix and s.demands)
-    slot_of = {s.suffix: k for k, s in enumerate(slots) if s.suffix}
-    isolated: tuple[int, ...] = ()
-    if request.group_policy == "isolate" and len(slot_of) > 1:
-        isolated = tuple(sorted(slot_of.values()))
-    subtrees = tuple(
-        tuple(sorted(slot_of[s] for s in same)) for same in request.same_subtrees if len(same) > 1
-    )
+    return slots, collective
+
+
+def _anchors(forest: Forest, request: ParsedRequest, slots: list[Slot]) -> tuple[int, ...]:
+    """The roots every slot can be served under, with the root's required and
+    forbidden traits applied, in order."""
     anchors = set.intersection(*(s.anchors() for s in slots))
     if request.root_required or request.root_forbidden:
         anchors = {
@@ -252,11 +278,4 @@ def plan_slots(forest: Forest, request: ParsedRequest) -> SlotPlan | None:
             if request.root_required <= forest.traits[r]
             and not request.root_forbidden & forest.traits[r]
         }
-    return SlotPlan(
-        slots=tuple(slots),
-        unsuffixed=spread,
-        collective=collective,
-        isolated=isolated,
-        subtrees=subtrees,
-        anchors=tuple(sorted(anchors)),
-    )
+    return tuple(sorted(anchors))
