@@ -11,7 +11,7 @@ VCPU; accounts spread over three priorities, varied weights, costs and failure c
 
 Stacks: the default policy (config/default_policy.yaml), a "full" stack using every
 module except expression, and the full stack plus an expression module (which forks
-one bounded yaql child per module, see apportion/yaql_eval.py).
+one bounded yaql child per module, see apportion/yaql_eval/).
 """
 
 from __future__ import annotations
