@@ -35,7 +35,7 @@ from tests.unit.attach.support import NOW
 from tests.unit.attach.test_invariants import jobs
 
 SETTINGS = settings(
-    max_examples=80,
+    max_examples=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
     derandomize=True,

@@ -259,7 +259,7 @@ def clouds(draw: st.DrawFn) -> dict[str, Any]:
     return job
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(raw=st.one_of(jobs(), clouds()))
 def test_the_fast_path_serialises_to_the_same_bytes_as_the_plain_pipeline(
     raw: dict[str, Any],

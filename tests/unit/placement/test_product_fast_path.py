@@ -125,7 +125,7 @@ def cloud_requests(draw: st.DrawFn) -> str:
     return "&".join(query)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(data=st.data())
 def test_the_fast_path_gives_the_search_s_candidates_on_random_small_forests(
     data: st.DataObject,
@@ -137,7 +137,7 @@ def test_the_fast_path_gives_the_search_s_candidates_on_random_small_forests(
     event(check_same(forest, plan, data.draw(st.integers(1, 20)), data.draw(st.integers(1, 40))))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(providers=clouds(), request=cloud_requests(), want=st.integers(1, 120))
 def test_the_fast_path_gives_the_search_s_candidates_on_clouds_of_many_trees(
     providers: list[dict[str, Any]], request: str, want: int
