@@ -21,8 +21,7 @@ import pytest
 from celery import Celery
 
 from apportion.config.settings import Settings
-from apportion.workers.studio.app import create_app
-from apportion.workers.studio.serve import build_studio
+from apportion.workers.studio.serve import build_studio, server
 from tests.conftest import EXAMPLES, REQUIRE_REDIS, load_example
 from tests.support.processes import RedisServer, Worker, free_port, wait_until
 from tests.support.studio import many_accounts_job
@@ -38,8 +37,6 @@ CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 
 @pytest.fixture(scope="module")
 def studio_url(redis_server: RedisServer) -> Iterator[str]:
-    import uvicorn
-
     studio = build_studio(
         Settings(redis_url=redis_server.url),
         host="127.0.0.1",
@@ -48,14 +45,12 @@ def studio_url(redis_server: RedisServer) -> Iterator[str]:
         max_upload_bytes=8 * 1024 * 1024,
     )
     port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(studio), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
+    running = server(studio, "127.0.0.1", port, header_timeout=10.0)
+    thread = threading.Thread(target=running.run, daemon=True)
     thread.start()
-    wait_until(lambda: server.started, 20, what="studio server started")
+    wait_until(lambda: running.started, 20, what="studio server started")
     yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
+    running.should_exit = True
     thread.join(10)
 
 
@@ -83,6 +78,37 @@ def browser() -> Iterator[Any]:
     driver.set_script_timeout(30)
     yield driver
     driver.quit()
+
+
+def act(browser: Any, css: str, action: Any = None, what: str = "") -> None:
+    """Wait for the element ``css`` selects to be shown, then act on it (click by
+    default). The page redraws often (every evaluation replaces lists and cards): an
+    element found before a redraw is stale after it, so it is found again until the
+    action lands on the element the page shows now."""
+    from selenium.common.exceptions import (
+        ElementNotInteractableException,
+        StaleElementReferenceException,
+    )
+
+    def attempt() -> bool:
+        try:
+            found = browser.find_elements("css selector", css)
+            if not found or not found[0].is_displayed():
+                return False
+            (action or (lambda e: e.click()))(found[0])
+        except (StaleElementReferenceException, ElementNotInteractableException):
+            return False
+        return True
+
+    wait_until(attempt, 20, what=what or f"{css} to act on")
+
+
+def text_of(browser: Any, css: str) -> str:
+    """The text of the element ``css`` selects now ("" while there is none)."""
+    shown: str = browser.execute_script(
+        "const e = document.querySelector(arguments[0]); return e ? e.textContent : ''", css
+    )
+    return shown
 
 
 def open_studio(browser: Any, url: str, deployable: str | None = None) -> None:
@@ -152,7 +178,7 @@ def upload_thousand_accounts(browser: Any, studio_url: str, tmp_path: Path) -> N
     open_studio(browser, studio_url)
     job = tmp_path / "thousand-accounts.json"
     job.write_text(json.dumps(many_accounts_job(1_000, 4)))
-    browser.find_element("id", "upload").send_keys(str(job))
+    act(browser, "#upload", lambda e: e.send_keys(str(job)))
     wait_until(
         lambda: (
             browser.execute_script(
@@ -237,11 +263,17 @@ def test_switching_off_failure_penalty_changes_the_trace(browser: Any, studio_ur
 
 def start_pool(browser: Any, pool: str, author: str, comment: str) -> None:
     """Add ``pool`` on the page and fill in who saves and why."""
-    browser.find_element("id", "new-pool").send_keys(pool)
-    browser.find_element("id", "add-pool").click()
+    act(browser, "#new-pool", lambda e: e.send_keys(pool))
+    act(browser, "#add-pool")
+    wait_until(lambda: browser.execute_script("return window.studio.state.pool") == pool, 20)
     wait_until(lambda: rendered(browser), 20)
-    browser.find_element("id", "author").send_keys(author)
-    browser.find_element("id", "comment").send_keys(comment)
+    sign(browser, author, comment)
+
+
+def sign(browser: Any, author: str, comment: str) -> None:
+    """Type who saves and why (the page clears both after each save)."""
+    act(browser, "#author", lambda e: e.send_keys(author))
+    act(browser, "#comment", lambda e: e.send_keys(comment))
 
 
 def save_then_run(
@@ -249,12 +281,9 @@ def save_then_run(
 ) -> dict[str, Any]:
     """Click save, wait for the page to confirm ``version``, and have the worker answer
     ``job``: its result."""
-    browser.find_element("id", "save").click()
+    act(browser, "#save")
     wait_until(
-        lambda: (
-            browser.find_element("id", "save-status").text
-            == f"saved {job['pool']} version {version}"
-        ),
+        lambda: text_of(browser, "#save-status") == f"saved {job['pool']} version {version}",
         20,
         what=f"version {version} saved",
     )
@@ -272,7 +301,7 @@ def recent_labels(studio_url: str) -> list[str]:
 
 
 def simulated_rows(browser: Any) -> list[list[str]]:
-    browser.find_element("id", "simulate").click()
+    act(browser, "#simulate")
     wait_until(lambda: browser.find_elements("id", "simulation-table"), 20, what="simulation")
     rows: list[list[str]] = browser.execute_script(
         "return [...document.querySelectorAll('#simulation-table tbody tr')]"
@@ -307,13 +336,17 @@ def test_saving_makes_the_next_job_of_the_pool_report_the_new_version(
     # The worker's numbers are the ones the page drew.
     assert first["selection"]["groups"][0]["probabilities"] == pytest.approx(pies(browser)[0])
 
+    # Who and why were the first version's: the page cleared them.
+    assert browser.find_element("id", "author").get_attribute("value") == ""
+    assert browser.find_element("id", "comment").get_attribute("value") == ""
     change(browser, 'input[data-account="vsphere-b"]', 4)
+    sign(browser, "ana", "b twice as likely")
     second = save_then_run(browser, producer, job, 2)
     assert second["policy"] == {"source": "pool", "pool": "gpu-studio", "version": 2}
     assert second["selection"]["groups"][0]["probabilities"] == pytest.approx(
         {"vsphere-a": 1 / 3, "vsphere-b": 2 / 3}
     )
-    assert browser.find_element("id", "policy-source").text == "gpu-studio v2"
+    assert text_of(browser, "#policy-source") == "gpu-studio v2"
     # The worker kept both jobs for the studio to offer, newest first.
     assert recent_labels(studio_url)[:2] == ["recent: studio-save-2", "recent: studio-save-1"]
 
@@ -337,12 +370,9 @@ def test_clicking_a_version_in_the_history_loads_its_policy(
     store.save("history-click", policy, author="ana", comment="b three times a")
     store.save("history-click", [{"module": "equal"}], author="ana", comment="equal")
     open_studio(browser, studio_url, EXAMPLE)
-    Select(browser.find_element("id", "pool")).select_by_value("history-click")
-    wait_until(
-        lambda: browser.find_elements("css selector", '#history li[value="1"]'), 20, what="history"
-    )
+    act(browser, "#pool", lambda e: Select(e).select_by_value("history-click"))
 
-    browser.find_element("css selector", '#history li[value="1"]').click()
+    act(browser, '#history li[value="1"] .version', what="version 1 in the history")
 
     wait_until(
         lambda: (
