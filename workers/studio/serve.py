@@ -109,7 +109,9 @@ class HeaderDeadline(H11Protocol):
             self.transport.close()
 
 
-def server(studio: Studio, host: str, port: int, *, header_timeout: float) -> Server:
+def server(
+    studio: Studio, host: str, port: int, *, header_timeout: float, log_level: str = "info"
+) -> Server:
     """A uvicorn server for the studio, with the header deadline of ``header_timeout``."""
     protocol = type("StudioH11", (HeaderDeadline,), {"header_timeout": header_timeout})
     return Server(
@@ -117,7 +119,7 @@ def server(studio: Studio, host: str, port: int, *, header_timeout: float) -> Se
             create_app(studio),
             host=host,
             port=port,
-            log_level="info",
+            log_level=log_level,
             server_header=False,
             http=protocol,
         )
