@@ -208,6 +208,11 @@ class Studio:
         with self._lock:
             return list(self._uploaded.values())
 
+    def in_memory(self) -> list[str]:
+        """The ids of the computed deployables kept, least recently used first."""
+        with self._lock:
+            return list(self._deployables)
+
     def _parse(self, body: bytes) -> Any:
         return parse_json_text(body, self.config.limits)
 
