@@ -3,6 +3,11 @@
 One studio server (uvicorn, in a thread of this process) on the test redis-server, one
 headless browser for the module, and one real Celery worker for the save test.
 scripts/ensure-browser installs chromium and chromium-driver (scripts/test calls it).
+
+The page redraws lists and cards on every evaluation, so a test never keeps an element
+found before an action: it acts through ``act`` (waits for the element shown now,
+finds it again when a redraw made it stale), reads through ``text_of`` or a script, and
+holds references only to the page's static elements (index.html's ids).
 """
 
 from __future__ import annotations
