@@ -137,7 +137,8 @@ def _set(
     for line in report.lines():
         print(line, file=sys.stderr)
     if report.refuses and not args.force:
-        print(f"apportion policy set: {RefusedByDryRun(report).message}", file=sys.stderr)
+        refused = RefusedByDryRun(report).message
+        print(f"apportion policy set: {refused} (--force saves it anyway)", file=sys.stderr)
         return EXIT_REJECTED
     saved = store.save(
         args.pool, policy, author=args.author or default_author(), comment=args.comment

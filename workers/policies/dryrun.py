@@ -208,8 +208,7 @@ class RefusedByDryRun(ApportionError):
 
     def __init__(self, report: DryRun) -> None:
         self.message = (
-            f"not saved: this version rejects all {report.rejected} deployables it was tried "
-            f"on (save with --force, or confirm in the studio, to save it anyway)"
+            f"not saved: this version rejects all {report.rejected} deployables it was tried on"
         )
         super().__init__(self.message)
         self.report = report

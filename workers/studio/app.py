@@ -471,7 +471,11 @@ def api(
         except dryrun.RefusedByDryRun as exc:
             return _json(
                 {
-                    "error": {"code": "dry_run_refused", "message": exc.message, "details": []},
+                    "error": {
+                        "code": "dry_run_refused",
+                        "message": f"{exc.message} (confirm to save it anyway)",
+                        "details": [],
+                    },
                     "dry_run": exc.report.as_dict(),
                 },
                 409,
