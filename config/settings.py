@@ -107,6 +107,15 @@ class Settings(EngineSettings):
     # each at most recent_job_max_bytes of JSON (workers/studio/recent.py).
     recent_jobs: int = Field(20, ge=0, le=1000)
     recent_job_max_bytes: int = Field(1024 * 1024, gt=0)
+    # The policy studio (workers/studio/): the largest job it accepts as an upload, the
+    # computed deployables it keeps in memory (their JSON's size in all; a larger one
+    # alone), uploads' text kept on disk to compute again, and how long a client has to
+    # send a request's headers, then its body, before the connection is closed.
+    studio_max_upload_bytes: int = Field(8 * 1024 * 1024, gt=0)
+    studio_loaded_bytes: int = Field(8 * 1024 * 1024, gt=0)
+    studio_uploads_kept: int = Field(32, ge=1, le=10_000)
+    studio_header_timeout: float = Field(10.0, gt=0, le=3600)
+    studio_body_timeout: float = Field(30.0, gt=0, le=3600)
 
     # The policy store (workers/policies/): the newest versions kept per pool (older ones
     # are deleted as new ones are saved) and the largest policy accepted, as JSON.

@@ -16,6 +16,7 @@ import pytest
 from apportion.cli import main
 from apportion.config.settings import get_settings
 from tests.acceptance.cli import apportion
+from tests.conftest import load_example
 
 pytestmark = pytest.mark.redis
 
@@ -151,3 +152,110 @@ def test_a_missing_version_and_a_pool_without_a_policy_exit_1_saying_so(cli: Cli
     assert (missing, no_pool) == (1, 1)
     assert "pool 'gpu' has no version 7 (kept: 1)" in err
     assert "pool 'cpu' has no policy in the store" in no_pool_err
+
+
+# ---- the dry run before a save (workers/policies/dryrun.py) --------------------------
+
+DIVIDES_BY_ZERO = """\
+- module: equal
+- module: expression
+  expression: $.cost_per_hour / 0
+"""
+
+
+def keep_recent(redis_url: str, *jobs: tuple[str, str | None]) -> None:
+    """Have the workers' record of recent launch_select jobs hold ``(job_id, pool)`` jobs
+    (the example job), oldest first, as a worker keeps them."""
+    from apportion.config.settings import Settings
+    from apportion.workers.runtime import recent_jobs
+
+    record = recent_jobs(Settings(redis_url=redis_url))
+    example = {k: v for k, v in load_example("launch_select.json").items() if k != "policy"}
+    for job_id, pool in jobs:
+        job = {**example, "job_id": job_id}
+        if pool is not None:
+            job["pool"] = pool
+        assert record.remember(job)
+
+
+def test_set_refuses_a_version_that_rejects_every_recent_job_of_its_pool_naming_the_count(
+    cli: Cli, redis_url: str, tmp_path: Path
+) -> None:
+    keep_recent(redis_url, ("gpu-1", "gpu"), ("gpu-2", "gpu"))
+    (tmp_path / "bad.yaml").write_text(DIVIDES_BY_ZERO)
+
+    code, out, err = cli("set", "gpu", str(tmp_path / "bad.yaml"), "--examples", str(tmp_path))
+
+    assert code == 4
+    assert out == ""
+    assert err.splitlines()[:3] == [
+        "dry run on pool 'gpu': ok on 0, rejected by 2 of 2 deployables",
+        "  rejected recent: gpu-2: bad_expression: policy[1].expression: yaql evaluation "
+        "failed: ZeroDivisionError: float division by zero",
+        "  rejected recent: gpu-1: bad_expression: policy[1].expression: yaql evaluation "
+        "failed: ZeroDivisionError: float division by zero",
+    ]
+    assert "not saved: this version rejects all 2 deployables it was tried on" in err
+    assert cli("history", "gpu")[0] == 1  # nothing saved
+
+
+def test_set_with_force_saves_a_version_the_dry_run_refuses_and_still_shows_the_report(
+    cli: Cli, redis_url: str, tmp_path: Path
+) -> None:
+    keep_recent(redis_url, ("gpu-1", "gpu"))
+    (tmp_path / "bad.yaml").write_text(DIVIDES_BY_ZERO)
+
+    code, out, err = cli(
+        "set", "gpu", str(tmp_path / "bad.yaml"), "--examples", str(tmp_path), "--force"
+    )
+
+    assert (code, out) == (0, "gpu: saved version 1\n")
+    assert err.splitlines()[0] == "dry run on pool 'gpu': ok on 0, rejected by 1 of 1 deployables"
+
+
+def test_the_dry_run_tries_the_pools_own_recent_jobs_and_the_examples(
+    cli: Cli, redis_url: str, tmp_path: Path
+) -> None:
+    from tests.conftest import EXAMPLES
+
+    keep_recent(redis_url, ("gpu-1", "gpu"), ("cpu-1", "cpu"), ("no-pool", None))
+    (tmp_path / "gpu.yaml").write_text(FIRST)
+
+    code, out, err = cli("set", "gpu", str(tmp_path / "gpu.yaml"), "--examples", str(EXAMPLES))
+
+    assert (code, out) == (0, "gpu: saved version 1\n")
+    assert err.splitlines() == [
+        "dry run on pool 'gpu': ok on 3, rejected by 0 of 3 deployables",
+        "  ok       recent: gpu-1",
+        "  ok       examples/launch_select.candidates.json",
+        "  ok       examples/launch_select.json",
+    ]
+
+
+def test_the_default_pools_dry_run_tries_jobs_of_no_pool_and_of_pools_without_a_policy(
+    cli: Cli, redis_url: str, tmp_path: Path
+) -> None:
+    (tmp_path / "gpu.yaml").write_text(FIRST)
+    assert cli("set", "gpu", str(tmp_path / "gpu.yaml"), "--examples", str(tmp_path))[0] == 0
+    keep_recent(redis_url, ("gpu-1", "gpu"), ("cpu-1", "cpu"), ("no-pool", None))
+    (tmp_path / "bad.yaml").write_text(DIVIDES_BY_ZERO)
+
+    code, _, err = cli("set", "default", str(tmp_path / "bad.yaml"), "--examples", str(tmp_path))
+
+    assert code == 4
+    assert [line.split(":")[0] for line in err.splitlines()[1:3]] == [
+        "  rejected recent",
+        "  rejected recent",
+    ]
+    assert "recent: no-pool" in err
+    assert "recent: cpu-1" in err
+    assert "gpu-1" not in err
+
+
+def test_a_version_tried_on_nothing_is_saved_and_says_so(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text(DIVIDES_BY_ZERO)
+
+    code, out, err = cli("set", "gpu", str(tmp_path / "bad.yaml"), "--examples", str(tmp_path))
+
+    assert (code, out) == (0, "gpu: saved version 1\n")
+    assert err == "dry run: no recent job of pool 'gpu' and no example to try it on\n"

@@ -3,6 +3,11 @@
 One studio server (uvicorn, in a thread of this process) on the test redis-server, one
 headless browser for the module, and one real Celery worker for the save test.
 scripts/ensure-browser installs chromium and chromium-driver (scripts/test calls it).
+
+The page redraws lists and cards on every evaluation, so a test never keeps an element
+found before an action: it acts through ``act`` (waits for the element shown now,
+finds it again when a redraw made it stale), reads through ``text_of`` or a script, and
+holds references only to the page's static elements (index.html's ids).
 """
 
 from __future__ import annotations
@@ -21,8 +26,7 @@ import pytest
 from celery import Celery
 
 from apportion.config.settings import Settings
-from apportion.workers.studio.app import create_app
-from apportion.workers.studio.serve import build_studio
+from apportion.workers.studio.serve import build_studio, server
 from tests.conftest import EXAMPLES, REQUIRE_REDIS, load_example
 from tests.support.processes import RedisServer, Worker, free_port, wait_until
 from tests.support.studio import many_accounts_job
@@ -38,8 +42,6 @@ CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 
 @pytest.fixture(scope="module")
 def studio_url(redis_server: RedisServer) -> Iterator[str]:
-    import uvicorn
-
     studio = build_studio(
         Settings(redis_url=redis_server.url),
         host="127.0.0.1",
@@ -48,14 +50,12 @@ def studio_url(redis_server: RedisServer) -> Iterator[str]:
         max_upload_bytes=8 * 1024 * 1024,
     )
     port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(studio), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
+    running = server(studio, "127.0.0.1", port, header_timeout=10.0, log_level="warning")
+    thread = threading.Thread(target=running.run, daemon=True)
     thread.start()
-    wait_until(lambda: server.started, 20, what="studio server started")
+    wait_until(lambda: running.started, 20, what="studio server started")
     yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
+    running.should_exit = True
     thread.join(10)
 
 
@@ -83,6 +83,37 @@ def browser() -> Iterator[Any]:
     driver.set_script_timeout(30)
     yield driver
     driver.quit()
+
+
+def act(browser: Any, css: str, action: Any = None, what: str = "") -> None:
+    """Wait for the element ``css`` selects to be shown, then act on it (click by
+    default). The page redraws often (every evaluation replaces lists and cards): an
+    element found before a redraw is stale after it, so it is found again until the
+    action lands on the element the page shows now."""
+    from selenium.common.exceptions import (
+        ElementNotInteractableException,
+        StaleElementReferenceException,
+    )
+
+    def attempt() -> bool:
+        try:
+            found = browser.find_elements("css selector", css)
+            if not found or not found[0].is_displayed():
+                return False
+            (action or (lambda e: e.click()))(found[0])
+        except (StaleElementReferenceException, ElementNotInteractableException):
+            return False
+        return True
+
+    wait_until(attempt, 20, what=what or f"{css} to act on")
+
+
+def text_of(browser: Any, css: str) -> str:
+    """The text of the element ``css`` selects now ("" while there is none)."""
+    shown: str = browser.execute_script(
+        "const e = document.querySelector(arguments[0]); return e ? e.textContent : ''", css
+    )
+    return shown
 
 
 def open_studio(browser: Any, url: str, deployable: str | None = None) -> None:
@@ -152,7 +183,7 @@ def upload_thousand_accounts(browser: Any, studio_url: str, tmp_path: Path) -> N
     open_studio(browser, studio_url)
     job = tmp_path / "thousand-accounts.json"
     job.write_text(json.dumps(many_accounts_job(1_000, 4)))
-    browser.find_element("id", "upload").send_keys(str(job))
+    act(browser, "#upload", lambda e: e.send_keys(str(job)))
     wait_until(
         lambda: (
             browser.execute_script(
@@ -237,11 +268,17 @@ def test_switching_off_failure_penalty_changes_the_trace(browser: Any, studio_ur
 
 def start_pool(browser: Any, pool: str, author: str, comment: str) -> None:
     """Add ``pool`` on the page and fill in who saves and why."""
-    browser.find_element("id", "new-pool").send_keys(pool)
-    browser.find_element("id", "add-pool").click()
+    act(browser, "#new-pool", lambda e: e.send_keys(pool))
+    act(browser, "#add-pool")
+    wait_until(lambda: browser.execute_script("return window.studio.state.pool") == pool, 20)
     wait_until(lambda: rendered(browser), 20)
-    browser.find_element("id", "author").send_keys(author)
-    browser.find_element("id", "comment").send_keys(comment)
+    sign(browser, author, comment)
+
+
+def sign(browser: Any, author: str, comment: str) -> None:
+    """Type who saves and why (the page clears both after each save)."""
+    act(browser, "#author", lambda e: e.send_keys(author))
+    act(browser, "#comment", lambda e: e.send_keys(comment))
 
 
 def save_then_run(
@@ -249,12 +286,9 @@ def save_then_run(
 ) -> dict[str, Any]:
     """Click save, wait for the page to confirm ``version``, and have the worker answer
     ``job``: its result."""
-    browser.find_element("id", "save").click()
+    act(browser, "#save")
     wait_until(
-        lambda: (
-            browser.find_element("id", "save-status").text
-            == f"saved {job['pool']} version {version}"
-        ),
+        lambda: text_of(browser, "#save-status") == f"saved {job['pool']} version {version}",
         20,
         what=f"version {version} saved",
     )
@@ -272,7 +306,7 @@ def recent_labels(studio_url: str) -> list[str]:
 
 
 def simulated_rows(browser: Any) -> list[list[str]]:
-    browser.find_element("id", "simulate").click()
+    act(browser, "#simulate")
     wait_until(lambda: browser.find_elements("id", "simulation-table"), 20, what="simulation")
     rows: list[list[str]] = browser.execute_script(
         "return [...document.querySelectorAll('#simulation-table tbody tr')]"
@@ -307,13 +341,17 @@ def test_saving_makes_the_next_job_of_the_pool_report_the_new_version(
     # The worker's numbers are the ones the page drew.
     assert first["selection"]["groups"][0]["probabilities"] == pytest.approx(pies(browser)[0])
 
+    # Who and why were the first version's: the page cleared them.
+    assert browser.find_element("id", "author").get_attribute("value") == ""
+    assert browser.find_element("id", "comment").get_attribute("value") == ""
     change(browser, 'input[data-account="vsphere-b"]', 4)
+    sign(browser, "ana", "b twice as likely")
     second = save_then_run(browser, producer, job, 2)
     assert second["policy"] == {"source": "pool", "pool": "gpu-studio", "version": 2}
     assert second["selection"]["groups"][0]["probabilities"] == pytest.approx(
         {"vsphere-a": 1 / 3, "vsphere-b": 2 / 3}
     )
-    assert browser.find_element("id", "policy-source").text == "gpu-studio v2"
+    assert text_of(browser, "#policy-source") == "gpu-studio v2"
     # The worker kept both jobs for the studio to offer, newest first.
     assert recent_labels(studio_url)[:2] == ["recent: studio-save-2", "recent: studio-save-1"]
 
@@ -337,12 +375,9 @@ def test_clicking_a_version_in_the_history_loads_its_policy(
     store.save("history-click", policy, author="ana", comment="b three times a")
     store.save("history-click", [{"module": "equal"}], author="ana", comment="equal")
     open_studio(browser, studio_url, EXAMPLE)
-    Select(browser.find_element("id", "pool")).select_by_value("history-click")
-    wait_until(
-        lambda: browser.find_elements("css selector", '#history li[value="1"]'), 20, what="history"
-    )
+    act(browser, "#pool", lambda e: Select(e).select_by_value("history-click"))
 
-    browser.find_element("css selector", '#history li[value="1"]').click()
+    act(browser, '#history li[value="1"] .version', what="version 1 in the history")
 
     wait_until(
         lambda: (
@@ -350,4 +385,322 @@ def test_clicking_a_version_in_the_history_loads_its_policy(
         ),
         20,
         what="version 1 in the editor",
+    )
+
+
+# ---- the dry run before a save (workers/policies/dryrun.py) --------------------------
+
+
+def add_expression(browser: Any, expression: str) -> None:
+    browser.execute_script(
+        "document.getElementById('add-kind').value = 'expression';"
+        "document.getElementById('add-module').click();"
+    )
+    wait_until(lambda: rendered(browser), 20, what="the expression module added")
+    change(browser, '.module[data-module="expression"] textarea', expression)
+
+
+def test_a_version_rejecting_every_deployable_is_refused_with_the_count_until_confirmed(
+    browser: Any, studio_url: str, redis_server: RedisServer
+) -> None:
+    from apportion.workers.policies.store import PolicyStore
+
+    open_studio(browser, studio_url, EXAMPLE)
+    start_pool(browser, "dry-run-pool", "ana", "cost divided by zero")
+    add_expression(browser, "$.cost_per_hour / 0")
+
+    act(browser, "#save")
+
+    wait_until(lambda: text_of(browser, "#save-status") == "not saved", 60, what="refusal")
+    # Tried on the two examples (the studio's examples folder), both rejected.
+    assert text_of(browser, "#dry-run-summary") == (
+        "dry run on pool 'dry-run-pool': ok on 0, rejected by 2 of 2 deployables"
+    )
+    assert text_of(browser, "#save-anyway") == (
+        "Save anyway: it rejects all 2 deployables it was tried on"
+    )
+    assert "ZeroDivisionError" in text_of(browser, "#dry-run ul")
+    store = PolicyStore(redis_server.client())
+    assert store.current("dry-run-pool") is None
+
+    act(browser, "#save-anyway")
+
+    wait_until(
+        lambda: text_of(browser, "#save-status") == "saved dry-run-pool version 1",
+        60,
+        what="saved after the confirmation",
+    )
+    saved = store.current("dry-run-pool")
+    assert saved is not None
+    assert saved.policy[-1] == {"module": "expression", "expression": "$.cost_per_hour / 0"}
+    assert saved.comment == "cost divided by zero"
+    # The report stays shown, and who and why are cleared for the next version.
+    assert text_of(browser, "#dry-run-summary").endswith("rejected by 2 of 2 deployables")
+    assert browser.find_element("id", "author").get_attribute("value") == ""
+
+
+# ---- unsaved edits, revert, compare ---------------------------------------------------
+
+
+def test_unsaved_edits_of_a_pool_are_kept_while_another_pool_is_shown(
+    browser: Any, studio_url: str
+) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    open_studio(browser, studio_url, EXAMPLE)
+    start_pool(browser, "drafts-a", "ana", "")
+    change(browser, '.module[data-module="failure_penalty"] input[data-role="toggle"]')
+    edited = browser.execute_script("return JSON.stringify(window.studio.state.cards)")
+    assert browser.find_element("id", "unsaved").is_displayed()
+
+    act(browser, "#pool", lambda e: Select(e).select_by_value("default"))
+    wait_until(lambda: not browser.find_element("id", "unsaved").is_displayed(), 20)
+    act(browser, "#pool", lambda e: Select(e).select_by_value("drafts-a"))
+
+    wait_until(
+        lambda: (
+            browser.execute_script("return JSON.stringify(window.studio.state.cards)") == edited
+        ),
+        20,
+        what="the unsaved stack back",
+    )
+    assert browser.find_element("id", "unsaved").is_displayed()
+
+
+def test_loading_a_version_over_unsaved_edits_asks_first(
+    browser: Any, studio_url: str, redis_server: RedisServer
+) -> None:
+    from apportion.workers.policies.store import PolicyStore
+
+    store = PolicyStore(redis_server.client())
+    store.save("ask-first", [{"module": "equal"}], author="ana", comment="one")
+    store.save("ask-first", [{"module": "least_used"}], author="ana", comment="two")
+    open_studio(browser, studio_url, EXAMPLE)
+    start_pool(browser, "ask-first", "ana", "")
+    act(browser, "#add-module")
+    wait_until(lambda: rendered(browser), 20)
+    cards = "return window.studio.state.cards.length"
+    assert browser.execute_script(cards) == 2
+
+    act(browser, '#history li[value="1"] .version')
+    wait_until(lambda: alert_text(browser), 20, what="the confirmation")
+    assert "unsaved changes to pool ask-first" in alert_text(browser)
+    browser.switch_to.alert.dismiss()
+    assert browser.execute_script(cards) == 2  # kept
+
+    act(browser, '#history li[value="1"] .version')
+    wait_until(lambda: alert_text(browser), 20, what="the confirmation")
+    browser.switch_to.alert.accept()
+    wait_until(
+        lambda: (
+            browser.execute_script("return window.studio.state.cards.map((c) => c.m)")
+            == [{"module": "equal"}]
+        ),
+        20,
+        what="version 1 loaded",
+    )
+
+
+def pick_pool(browser: Any, pool: str) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    act(browser, "#pool", lambda e: Select(e).select_by_value(pool))
+    wait_until(lambda: browser.execute_script("return window.studio.state.pool") == pool, 20)
+
+
+def alert_text(browser: Any) -> str:
+    from selenium.common.exceptions import NoAlertPresentException
+
+    try:
+        shown: str = browser.switch_to.alert.text
+    except NoAlertPresentException:
+        return ""
+    return shown
+
+
+def test_compare_shows_a_version_against_the_current_and_revert_saves_it_again(
+    browser: Any, studio_url: str, redis_server: RedisServer
+) -> None:
+    from apportion.workers.policies.store import PolicyStore
+
+    store = PolicyStore(redis_server.client())
+    store.save("revert-pool", [{"module": "equal"}], author="ana", comment="one")
+    store.save("revert-pool", [{"module": "least_used"}], author="ana", comment="two")
+    open_studio(browser, studio_url, EXAMPLE)
+    pick_pool(browser, "revert-pool")
+
+    act(browser, '#history li[value="1"] button.compare')
+    wait_until(lambda: text_of(browser, "#compare-diff"), 20, what="the comparison")
+    assert "-- module: equal" in text_of(browser, "#compare-diff")
+    assert "+- module: least_used" in text_of(browser, "#compare-diff")
+
+    act(browser, "#author", lambda e: e.send_keys("bob"))
+    act(browser, '#history li[value="1"] button.revert')
+    wait_until(
+        lambda: text_of(browser, "#save-status") == "saved revert-pool version 3",
+        60,
+        what="the revert saved",
+    )
+    current = store.current("revert-pool")
+    assert current is not None
+    assert (current.policy, current.author, current.comment) == (
+        [{"module": "equal"}],
+        "bob",
+        "revert to v1",
+    )
+
+
+# ---- frictions (issue 32, item 4) -----------------------------------------------------
+
+
+def test_the_token_error_clears_once_the_right_token_is_typed(
+    browser: Any, redis_server: RedisServer
+) -> None:
+    token = "a-studio-token-of-some-length"
+    studio = build_studio(
+        Settings(redis_url=redis_server.url),
+        host="127.0.0.1",
+        token=token,
+        examples=EXAMPLES,
+    )
+    port = free_port()
+    running = server(studio, "127.0.0.1", port, header_timeout=10.0, log_level="warning")
+    thread = threading.Thread(target=running.run, daemon=True)
+    thread.start()
+    wait_until(lambda: running.started, 20, what="studio server started")
+    try:
+        # A new origin (another port): no token in this tab's session storage.
+        browser.get(f"http://127.0.0.1:{port}/")
+        wait_until(lambda: browser.find_element("id", "errors").is_displayed(), 20, what="401")
+        act(browser, "#token", lambda e: e.send_keys(token))
+        act(browser, "#token-ok")
+        wait_until(lambda: browser.execute_script("return document.body.dataset.ready === '1'"), 20)
+        assert not browser.find_element("id", "errors").is_displayed()
+        assert text_of(browser, "#errors") == ""
+    finally:
+        running.should_exit = True
+        thread.join(10)
+
+
+def test_switching_to_a_job_of_many_accounts_draws_its_pie_without_slice_borders(
+    browser: Any, studio_url: str, tmp_path: Path
+) -> None:
+    open_studio(browser, studio_url, EXAMPLE)
+    border = "return Chart.getChart(document.querySelector('#pies canvas')).data.datasets[0]"
+    assert browser.execute_script(border + ".borderWidth") == 1  # 3 slices: outlined
+
+    job = tmp_path / "thousand-accounts.json"
+    job.write_text(json.dumps(many_accounts_job(1_000, 4)))
+    act(browser, "#upload", lambda e: e.send_keys(str(job)))
+    wait_until(
+        lambda: (
+            browser.execute_script(
+                "const d = window.studio.state.deployable; return d && d.candidates === 4000"
+            )
+            and rendered(browser)
+            and len(pies(browser)[0]) == 333
+        ),
+        60,
+        what="the 1,000-account job drawn",
+    )
+
+    assert browser.execute_script(border + ".borderWidth") == 0
+
+
+def test_picking_a_job_of_a_pool_shows_that_pools_policy(
+    browser: Any, studio_url: str, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    from apportion.workers.policies.store import PolicyStore
+
+    PolicyStore(redis_server.client()).save(
+        "job-pool", [{"module": "least_used"}], author="ana", comment="its own"
+    )
+    job = {k: v for k, v in load_example("launch_select.json").items() if k != "policy"}
+    path = tmp_path / "pooled.json"
+    path.write_text(json.dumps({**job, "pool": "job-pool", "job_id": "pooled"}))
+    open_studio(browser, studio_url)
+
+    act(browser, "#upload", lambda e: e.send_keys(str(path)))
+
+    wait_until(
+        lambda: (
+            browser.execute_script("return document.getElementById('pool').value") == "job-pool"
+        ),
+        30,
+        what="the pool selector on the job's pool",
+    )
+    wait_until(lambda: text_of(browser, "#policy-source") == "job-pool v1", 20)
+    wait_until(
+        lambda: (
+            browser.execute_script("return window.studio.state.cards.map((c) => c.m)")
+            == [{"module": "least_used"}]
+        ),
+        20,
+    )
+
+
+def test_using_the_jobs_own_policy_says_what_it_did(browser: Any, studio_url: str) -> None:
+    open_studio(browser, studio_url, "example:launch_select.candidates.json")
+    button = browser.find_element("id", "use-job-policy")
+    # This job carries no policy: the button says so rather than do nothing.
+    assert not button.is_enabled()
+    assert button.get_attribute("title") == "this job carries no policy of its own"
+
+    open_studio(browser, studio_url, EXAMPLE)
+    change(browser, '.module[data-module="failure_penalty"] input[data-role="toggle"]')
+    act(browser, "#use-job-policy")
+
+    wait_until(
+        lambda: (
+            text_of(browser, "#policy-source")
+            == "examples/launch_select.json's own policy (not saved)"
+        ),
+        20,
+    )
+    assert browser.execute_script("return window.studio.state.cards.length") == 4
+
+
+def test_the_header_stays_on_one_line_at_1280_px(browser: Any, studio_url: str) -> None:
+    size = browser.get_window_size()
+    browser.set_window_size(1280, 900)
+    try:
+        open_studio(browser, studio_url, EXAMPLE)
+        tops = browser.execute_script(
+            "return [...document.querySelector('header').children]"
+            ".filter((e) => e.offsetParent !== null)"
+            ".map((e) => Math.round(e.getBoundingClientRect().top + e.offsetHeight / 2))"
+        )
+        assert max(tops) - min(tops) <= 4, tops
+        assert browser.execute_script("return document.querySelector('header').offsetHeight") < 60
+    finally:
+        browser.set_window_size(size["width"], size["height"])
+
+
+def test_each_trace_cell_stays_on_one_line(browser: Any, studio_url: str) -> None:
+    size = browser.get_window_size()
+    browser.set_window_size(1280, 900)
+    try:
+        open_studio(browser, studio_url, EXAMPLE)
+        for _ in range(3):  # three more columns
+            browser.execute_script("document.getElementById('add-kind').value = 'weights'")
+            act(browser, "#add-module")
+            wait_until(lambda: rendered(browser), 20)
+        assert len(trace(browser)["heads"]) == 8
+        lines = browser.execute_script(
+            "return [...document.querySelectorAll('#trace-table tbody tr:not(:last-child) td,"
+            " #trace-table th')].map((c) => { const r = document.createRange();"
+            " r.selectNodeContents(c); return [c.textContent,"
+            " new Set([...r.getClientRects()].map((x) => Math.round(x.top))).size]; })"
+        )
+        assert len(lines) == 8 + 3 * 8
+        assert [text for text, count in lines if count > 1] == []
+    finally:
+        browser.set_window_size(size["width"], size["height"])
+
+
+def test_a_job_of_one_account_says_1_account(browser: Any, studio_url: str) -> None:
+    open_studio(browser, studio_url, "example:launch_select.candidates.json")
+
+    assert text_of(browser, "#summary") == (
+        "examples/launch_select.candidates.json: 3 candidates, 1 account, 1 priority group"
     )

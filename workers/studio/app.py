@@ -8,17 +8,23 @@ origin). Endpoints (all JSON; errors as ``{"error": {code, message, details}}`` 
 * ``GET  /api/policy?pool=P&limit=N`` — the policy the pool's jobs get now, and its
   newest N (50; at most 1000) versions without their bodies;
 * ``GET  /api/policy/version?pool=P&version=N`` — one version, its policy included;
+* ``GET  /api/policy/diff?pool=P&version=N`` — version N against the current one;
 * ``POST /api/deployables/select`` ``{"id"}`` — compute an offered job's candidates;
 * ``POST /api/deployables/upload`` (the job as the body) — validate and compute;
 * ``POST /api/evaluate`` ``{"deployable", "policy"}`` — groups, trace, no-chance list;
 * ``POST /api/simulate`` ``{"deployable", "policy", "launches", "seed"}``;
-* ``POST /api/save`` ``{"pool", "policy", "author", "comment"}`` — a new version.
+* ``POST /api/save`` ``{"pool", "policy", "author", "comment", "force"}`` — a new
+  version, after a dry run on the pool's recent jobs and the examples
+  (workers/policies/dryrun.py): a version rejecting every one is answered 409
+  ``dry_run_refused`` with the report unless ``force`` is true.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
+import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -42,7 +48,14 @@ from apportion.engine import error_info, parse_json_text
 from apportion.errors import DomainError, InfrastructureError, Rejected
 from apportion.limits import Limits
 from apportion.selection.memo import ExpressionMemo
-from apportion.workers.policies.store import MAX_AUTHOR, MAX_COMMENT, PolicyStore, PolicyVersion
+from apportion.workers.policies import dryrun
+from apportion.workers.policies.store import (
+    MAX_AUTHOR,
+    MAX_COMMENT,
+    PolicyStore,
+    PolicyVersion,
+    diff,
+)
 from apportion.workers.studio import deployable as dep
 from apportion.workers.studio.guard import Guard
 
@@ -82,6 +95,15 @@ class Offer:
     load: Callable[[], Any]  # the job, as JSON data
 
 
+@dataclass(frozen=True)
+class Upload:
+    """An uploaded job's text on disk, to compute again once its deployable is let go."""
+
+    id: str
+    label: str
+    path: Path
+
+
 @dataclass
 class StudioConfig:
     limits: Limits
@@ -91,7 +113,15 @@ class StudioConfig:
     # The config file's default policy: shown for a pool when the store has none at all.
     config_policy: Sequence[Mapping[str, Any]] | None = None
     max_upload_bytes: int = 8 * 1024 * 1024
+    # Computed deployables kept in memory: at most this many, whose JSON comes to at
+    # most loaded_bytes (a larger one is kept alone). A computed job takes several times
+    # its JSON's size, so this bounds the studio's memory (bench/studio.md).
     max_deployables: int = 8
+    loaded_bytes: int = 8 * 1024 * 1024
+    # Uploaded jobs' text kept on disk (a temporary folder) to compute again when picked.
+    uploads_kept: int = 32
+    # Seconds a client has to send a request's whole body (408 and closed after).
+    body_timeout: float = 30.0
     max_launches: int = 10_000
     # Each recent launch_select job, as JSON data, newest first (workers/studio/recent.py).
     recent_jobs: Callable[[], list[Any]] | None = None
@@ -104,7 +134,10 @@ class StudioConfig:
 class Studio:
     config: StudioConfig
     store: PolicyStore
-    _deployables: OrderedDict[str, dep.Deployable] = field(default_factory=OrderedDict)
+    # id -> (the computed deployable, its JSON's size), least recently used first.
+    _deployables: OrderedDict[str, tuple[dep.Deployable, int]] = field(default_factory=OrderedDict)
+    _uploaded: OrderedDict[str, Upload] = field(default_factory=OrderedDict)
+    _folder: tempfile.TemporaryDirectory[str] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # Expression modules' values while what they read is unchanged (a slider moves).
     expression_memo: ExpressionMemo = field(default_factory=lambda: ExpressionMemo(16))
@@ -112,25 +145,13 @@ class Studio:
     # ---- deployables ---------------------------------------------------------------
 
     def offers(self) -> list[Offer]:
-        out: list[Offer] = []
-        folder = self.config.examples
-        if folder is not None and folder.is_dir():
-            for path in sorted(folder.glob("launch_select*.json")):
-                if path.name.endswith(".envelope.json"):
-                    continue
-                out.append(
-                    Offer(
-                        f"example:{path.name}",
-                        f"examples/{path.name}",
-                        "example",
-                        _reader(path, self.config.limits),
-                    )
-                )
+        out = [
+            Offer(ident, label, "example", read)
+            for ident, label, read in dryrun.example_jobs(self.config.examples, self.config.limits)
+        ]
         for job in self._recent():
-            digest = _digest(encode(job))
-            job_id = job.get("job_id") if isinstance(job, dict) else None
-            label = f"recent: {job_id or digest[:12]}"
-            out.append(Offer(f"recent:{digest}", label, "recent", _constant(job)))
+            ident, label, _ = dryrun.recent_entry(job)
+            out.append(Offer(ident, label, "recent", _constant(job)))
         return out
 
     def _recent(self) -> list[Any]:
@@ -149,45 +170,122 @@ class Studio:
             found = self._deployables.get(ident)
             if found is not None:
                 self._deployables.move_to_end(ident)
-                return found
+                return found[0]
+        # Let go to keep memory bounded: its upload is still on disk.
+        if ident in self._uploaded:
+            return self.select(ident)
         raise Rejected.at("deployable", f"no deployable {ident!r} is loaded; pick one again")
 
     def select(self, ident: str) -> dep.Deployable:
         with self._lock:
             if ident in self._deployables:
-                return self._deployables[ident]
+                self._deployables.move_to_end(ident)
+                return self._deployables[ident][0]
+            upload = self._uploaded.get(ident)
+        if upload is not None:
+            try:
+                body = upload.path.read_bytes()
+            except OSError:
+                raise Rejected.at("id", f"the upload {ident!r} is gone; upload it again") from None
+            return self._build(ident, upload.label, "upload", len(body), lambda: self._parse(body))
         offer = next((o for o in self.offers() if o.id == ident), None)
         if offer is None:
             raise Rejected.at("id", f"no deployable {ident!r} is on offer")
-        return self._keep(
-            dep.load(
-                offer.load(),
-                ident=offer.id,
-                label=offer.label,
-                source=offer.source,
-                limits=self.config.limits,
-            )
-        )
+        job = offer.load()
+        return self._build(offer.id, offer.label, offer.source, len(encode(job)), lambda: job)
 
     def upload(self, body: bytes, name: str) -> dep.Deployable:
-        payload = parse_json_text(body, self.config.limits)
+        """Validate and compute an uploaded job; its text is kept on disk (the newest
+        ``uploads_kept``), the computed deployable in the bounded memory of the others."""
         ident = f"upload:{_digest(body)}"
         label = f"uploaded: {name or ident[7:19]}"
-        return self._keep(
-            dep.load(payload, ident=ident, label=label, source="upload", limits=self.config.limits)
+        # Parsed once: a job the engine rejects is neither kept nor written.
+        found = self._build(ident, label, "upload", len(body), _constant(self._parse(body)))
+        self._store_upload(ident, label, body)
+        return found
+
+    def uploads(self) -> list[Upload]:
+        with self._lock:
+            return list(self._uploaded.values())
+
+    def in_memory(self) -> list[str]:
+        """The ids of the computed deployables kept, least recently used first."""
+        with self._lock:
+            return list(self._deployables)
+
+    def _parse(self, body: bytes) -> Any:
+        return parse_json_text(body, self.config.limits)
+
+    def _build(
+        self, ident: str, label: str, source: str, size: int, job: Callable[[], Any]
+    ) -> dep.Deployable:
+        """The deployable computed from ``job()`` and kept, after room is made for it:
+        the least recently used ones are let go first, so that memory holds at most
+        ``max_deployables`` whose JSON comes to ``loaded_bytes`` (one larger job alone)."""
+        with self._lock:
+            self._make_room(size)
+        built = dep.load(job(), ident=ident, label=label, source=source, limits=self.config.limits)
+        with self._lock:
+            self._make_room(size)
+            self._deployables[ident] = (built, size)
+        return built
+
+    def _make_room(self, size: int) -> None:
+        config = self.config
+        while self._deployables and (
+            len(self._deployables) >= config.max_deployables
+            or sum(s for _, s in self._deployables.values()) + size > config.loaded_bytes
+        ):
+            self._deployables.popitem(last=False)
+
+    def _store_upload(self, ident: str, label: str, body: bytes) -> None:
+        folder = self._upload_folder()
+        path = folder / f"{ident[7:]}.json"
+        path.write_bytes(body)
+        with self._lock:
+            self._uploaded[ident] = Upload(ident, label, path)
+            self._uploaded.move_to_end(ident)
+            while len(self._uploaded) > self.config.uploads_kept:
+                _, gone = self._uploaded.popitem(last=False)
+                gone.path.unlink(missing_ok=True)
+
+    def _upload_folder(self) -> Path:
+        with self._lock:
+            if self._folder is None:
+                self._folder = tempfile.TemporaryDirectory(prefix="apportion-studio-")
+            return Path(self._folder.name)
+
+    def _peek(self, ident: str) -> dep.Deployable | None:
+        with self._lock:
+            found = self._deployables.get(ident)
+            return None if found is None else found[0]
+
+    # ---- the dry run before a save -------------------------------------------------
+
+    def dry_run(self, pool: str, raw_policy: Any) -> dryrun.DryRun:
+        """``raw_policy`` tried on the pool's recent jobs and the examples
+        (workers/policies/dryrun.py). A deployable already loaded is reused; the others
+        are computed for the trial and not kept, so a save does not push the
+        administrator's own deployables out of memory."""
+        limits = self.config.limits
+
+        def load(ident: str, label: str, source: str, job: Callable[[], Any]) -> dep.Deployable:
+            found = self._peek(ident)
+            if found is not None:
+                return found
+            return dep.load(job(), ident=ident, label=label, source=source, limits=limits)
+
+        tried_on = dryrun.sources(
+            pool,
+            recent=[dryrun.recent_entry(job) for job in self._recent()],
+            examples=self.config.examples,
+            limits=limits,
+            has_own_policy=lambda other: self.store.current(other) is not None,
+            load=load,
         )
-
-    def uploads(self) -> list[dep.Deployable]:
-        with self._lock:
-            return [d for d in self._deployables.values() if d.source == "upload"]
-
-    def _keep(self, deployable: dep.Deployable) -> dep.Deployable:
-        with self._lock:
-            self._deployables[deployable.id] = deployable
-            self._deployables.move_to_end(deployable.id)
-            while len(self._deployables) > self.config.max_deployables:
-                self._deployables.popitem(last=False)
-        return deployable
+        return dryrun.dry_run(
+            pool, raw_policy, tried_on, limits=limits, failures=self.config.failures
+        )
 
     # ---- policies ------------------------------------------------------------------
 
@@ -228,13 +326,6 @@ def _constant(job: Any) -> Callable[[], Any]:
     return lambda: job
 
 
-def _reader(path: Path, limits: Limits) -> Callable[[], Any]:
-    def read() -> Any:
-        return parse_json_text(path.read_bytes(), limits)
-
-    return read
-
-
 # ---- HTTP --------------------------------------------------------------------------
 
 
@@ -261,19 +352,40 @@ def _rejected(path: str, message: str, status: int = 422) -> Response:
     )
 
 
-async def _body(request: Request, limit: int) -> bytes | Response:
-    """The request body, or a 413 once it passes ``limit`` bytes (never read past it)."""
+async def _body(request: Request, limit: int, timeout: float) -> bytes | Response:
+    """The request body, or a 413 once it passes ``limit`` bytes (never read past it),
+    or a 408 (and the connection closed) when it has not all come within ``timeout``
+    seconds: a client trickling a body in holds a connection no longer than that."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         return _too_large(limit)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return _too_large(limit)
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    return _too_large(limit)
+                chunks.append(chunk)
+    except TimeoutError:
+        return _too_slow(timeout)
     return b"".join(chunks)
+
+
+def _too_slow(timeout: float) -> Response:
+    answer = _json(
+        {
+            "error": {
+                "code": "invalid_request",
+                "message": f"the request's body did not arrive within {timeout:g} s",
+                "details": [],
+            }
+        },
+        408,
+    )
+    answer.headers["connection"] = "close"
+    return answer
 
 
 def _too_large(limit: int) -> Response:
@@ -347,13 +459,27 @@ def api(
         data: Any = {}
         try:
             if post:
-                raw = await _body(request, raw_limit or MAX_REQUEST_BYTES)
+                raw = await _body(
+                    request, raw_limit or MAX_REQUEST_BYTES, studio.config.body_timeout
+                )
                 if isinstance(raw, Response):
                     return raw
                 data = raw if raw_limit is not None else _object(raw, studio.config.limits)
             result = await run_in_threadpool(handler, studio, request, data)
         except DomainError as exc:
             return _problem(exc)
+        except dryrun.RefusedByDryRun as exc:
+            return _json(
+                {
+                    "error": {
+                        "code": "dry_run_refused",
+                        "message": f"{exc.message} (confirm to save it anyway)",
+                        "details": [],
+                    },
+                    "dry_run": exc.report.as_dict(),
+                },
+                409,
+            )
         except InfrastructureError as exc:
             return _unavailable(exc)
         return result if isinstance(result, Response) else _json(result)
@@ -369,7 +495,7 @@ def state(studio: Studio, request: Request, _: Any) -> Any:
         "deployables": [
             {"id": o.id, "label": o.label, "source": o.source} for o in studio.offers()
         ],
-        "loaded": [{"id": d.id, "label": d.label, "source": d.source} for d in studio.uploads()],
+        "loaded": [{"id": u.id, "label": u.label, "source": "upload"} for u in studio.uploads()],
         "max_upload_bytes": config.max_upload_bytes,
         "max_launches": config.max_launches,
         "max_expression_length": config.limits.yaql_max_expression_length,
@@ -405,6 +531,19 @@ def policy_version(studio: Studio, request: Request, _: Any) -> Any:
     if found is None:
         raise Rejected.at("version", f"pool {pool!r} keeps no version {number}")
     return _version(found)
+
+
+def policy_diff(studio: Studio, request: Request, _: Any) -> Any:
+    """Version N of the pool against its current version: a unified diff of their YAML."""
+    pool = _pool(request)
+    number = _whole(request, "version", None, 1, 2**62)
+    found = studio.store.version(pool, number)
+    if found is None:
+        raise Rejected.at("version", f"pool {pool!r} keeps no version {number}")
+    current = studio.store.current(pool)
+    if current is None:  # the pool's versions were all replaced since the page loaded
+        raise Rejected.at("pool", f"pool {pool!r} has no current version")
+    return {"version": number, "current": current.version, "diff": diff(found, current)}
 
 
 def select(studio: Studio, request: Request, data: dict[str, Any]) -> Any:
@@ -468,8 +607,14 @@ def save(studio: Studio, request: Request, data: dict[str, Any]) -> Any:
     raw = data.get("policy")
     if not isinstance(raw, list):
         raise Rejected.at("policy", "a policy is a list of modules")
+    force = data.get("force", False)
+    if not isinstance(force, bool):
+        raise Rejected.at("force", "true or false")
+    report = studio.dry_run(pool, raw)
+    if report.refuses and not force:
+        raise dryrun.RefusedByDryRun(report)
     saved = studio.store.save(pool, raw, author=author, comment=comment)
-    return {"saved": _version(saved)}
+    return {"saved": _version(saved), "dry_run": report.as_dict()}
 
 
 def upload(studio: Studio, request: Request, body: bytes) -> Any:
@@ -490,6 +635,7 @@ def create_app(studio: Studio) -> Starlette:
             Route("/api/state", api(studio, state, post=False)),
             Route("/api/policy", api(studio, policy, post=False)),
             Route("/api/policy/version", api(studio, policy_version, post=False)),
+            Route("/api/policy/diff", api(studio, policy_diff, post=False)),
             Route("/api/deployables/select", api(studio, select), methods=["POST"]),
             Route(
                 "/api/deployables/upload",

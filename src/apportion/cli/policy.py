@@ -1,13 +1,16 @@
 """``apportion policy``: the policy store's pools and versions: list, show, set, history, diff.
 
-YAML in and out: ``show`` prints a file ``set`` accepts as it is. Exit codes: 0 done;
-1 Redis unreachable, or no such pool or version; 2 usage; 4 the policy was rejected
-(every problem printed with its field).
+YAML in and out: ``show`` prints a file ``set`` accepts as it is. ``set`` first tries
+the version on the pool's recent jobs and the examples, and refuses one that rejects
+every job it was tried on unless ``--force`` (workers/policies/dryrun.py). Exit codes:
+0 done; 1 Redis unreachable, or no such pool or version; 2 usage; 4 the policy was
+rejected (every problem printed with its field), or refused by the dry run.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 
@@ -44,6 +47,18 @@ def add_parser(sub: Any) -> None:
     put.add_argument("file", help="a YAML (or JSON) list of modules; - reads stdin")
     put.add_argument("--comment", default="", help="why (shown in history)")
     put.add_argument("--author", help="who (default: $USER@hostname)")
+    put.add_argument(
+        "--force",
+        action="store_true",
+        help="save even when the dry run finds the version rejects every job it was tried on",
+    )
+    put.add_argument(
+        "--examples",
+        type=Path,
+        metavar="DIR",
+        help="folder whose launch_select*.json jobs the dry run tries too "
+        "(default: ./examples if present)",
+    )
 
     history = actions.add_parser("history", help="a pool's versions, newest first")
     history.add_argument("pool")

@@ -11,7 +11,12 @@ import getpass
 import json
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import redis
 
 from apportion.cli.common import (
     EXIT_FAILED,
@@ -24,10 +29,17 @@ from apportion.cli.common import (
 )
 from apportion.config.settings import Settings
 from apportion.errors import Rejected, StoreUnavailable
+from apportion.workers.policies.dryrun import (
+    DryRun,
+    RefusedByDryRun,
+    dry_run,
+    recent_entry,
+    sources,
+)
 from apportion.workers.policies.store import DEFAULT_POOL, PolicyStore, PolicyVersion, diff
 from apportion.workers.policies.text import policy_yaml, read_policy_yaml, when
 from apportion.workers.redis.client import client_for
-from apportion.workers.runtime import policy_store
+from apportion.workers.runtime import failure_store, policy_store, recent_jobs
 
 # A policy file's limit (read_policy_yaml's): four times the store's limit on the
 # policy's JSON, as YAML with comments is longer.
@@ -47,7 +59,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     actions: dict[str, Callable[[PolicyStore, argparse.Namespace], int]] = {
         "list": _list,
         "show": _show,
-        "set": _set,
+        "set": lambda store, args: _set(store, args, settings, client),
         "history": _history,
         "diff": _diff,
     }
@@ -116,17 +128,56 @@ def _show(store: PolicyStore, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _set(store: PolicyStore, args: argparse.Namespace) -> int:
+def _set(
+    store: PolicyStore, args: argparse.Namespace, settings: Settings, client: redis.Redis
+) -> int:
     text = read_input(args.file, max_chars=store.max_bytes * 4, limit_name=POLICY_LIMIT)
     try:
         policy = read_policy_yaml(text, max_chars=store.max_bytes * 4, source=args.file)
     except Rejected as exc:
         raise UsageError(exc.message) from exc
+    report = _dry_run(store, args, settings, client, policy)
+    # The report goes to stderr: stdout stays the one line scripts read.
+    for line in report.lines():
+        print(line, file=sys.stderr)
+    if report.refuses and not args.force:
+        refused = RefusedByDryRun(report).message
+        print(f"apportion policy set: {refused} (--force saves it anyway)", file=sys.stderr)
+        return EXIT_REJECTED
     saved = store.save(
         args.pool, policy, author=args.author or default_author(), comment=args.comment
     )
     print(f"{saved.pool}: saved version {saved.version}")
     return EXIT_OK
+
+
+def _dry_run(
+    store: PolicyStore,
+    args: argparse.Namespace,
+    settings: Settings,
+    client: redis.Redis,
+    policy: Any,
+) -> DryRun:
+    """The version tried on the pool's recent jobs and the examples (workers/policies/dryrun.py)."""
+    examples = args.examples
+    if examples is None and Path("examples").is_dir():
+        examples = Path("examples")
+    elif examples is not None and not examples.is_dir():
+        raise UsageError(f"--examples {examples} is not a directory")
+    recent = recent_jobs(settings, client).jobs() if settings.recent_jobs else []
+    failures = failure_store(settings, client)
+
+    def failure_counts(accounts: Sequence[str], window_hours: float) -> Mapping[str, int]:
+        return failures.counts(accounts, window_hours, datetime.now(UTC))
+
+    tried_on = sources(
+        args.pool,
+        recent=[recent_entry(job) for job in recent],
+        examples=examples,
+        limits=settings.limits,
+        has_own_policy=lambda pool: store.current(pool) is not None,
+    )
+    return dry_run(args.pool, policy, tried_on, limits=settings.limits, failures=failure_counts)
 
 
 def _history(store: PolicyStore, args: argparse.Namespace) -> int:

@@ -44,8 +44,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--max-upload-bytes",
         type=int,
-        default=8 * 1024 * 1024,
-        help="largest job the page may upload (8 MiB)",
+        help="largest job the page may upload (default: $APPORTION_STUDIO_MAX_UPLOAD_BYTES, 8 MiB)",
     )
     p.set_defaults(func=run)
 
@@ -66,11 +65,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--examples {examples} is not a directory")
     if not 1 <= args.port <= 65535:
         raise UsageError(f"--port {args.port} is not a port")
-    if args.max_upload_bytes < 1:
+    if args.max_upload_bytes is not None and args.max_upload_bytes < 1:
         raise UsageError("--max-upload-bytes must be positive")
+    config = settings()
     try:
         studio = build_studio(
-            settings(),
+            config,
             host=args.host,
             token=token,
             examples=examples,
@@ -81,5 +81,5 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     where = f"[{args.host}]" if ":" in args.host else args.host
     print(f"apportion studio on http://{where}:{args.port}/", flush=True)
-    serve(studio, args.host, args.port)
+    serve(studio, args.host, args.port, header_timeout=config.studio_header_timeout)
     return EXIT_OK

@@ -620,3 +620,80 @@ def test_the_command_refuses_a_public_origin_that_is_not_one(
 
     assert main(["studio"]) == 2
     assert "must be scheme://host[:port]" in capsys.readouterr().err
+
+
+# ---- the dry run before a save, bounded memory (issue 32) -------------------------------
+
+DIVIDES_BY_ZERO = [{"module": "equal"}, {"module": "expression", "expression": "$.x / 0"}]
+
+
+def test_a_version_rejecting_every_deployable_is_answered_409_with_the_report() -> None:
+    client, store = make_client()
+    body = {"pool": "gpu", "policy": DIVIDES_BY_ZERO, "author": "ana"}
+
+    refused = client.post("/api/save", json=body, headers=SAME)
+
+    assert refused.status_code == 409
+    answer = refused.json()
+    assert answer["error"]["code"] == "dry_run_refused"
+    assert (answer["dry_run"]["tried"], answer["dry_run"]["rejected"]) == (2, 2)
+    assert [d["label"] for d in answer["dry_run"]["deployables"]] == [
+        "examples/launch_select.candidates.json",
+        "examples/launch_select.json",
+    ]
+    assert {d["code"] for d in answer["dry_run"]["deployables"]} == {"bad_expression"}
+    assert store.current("gpu") is None
+
+    forced = client.post("/api/save", json={**body, "force": True}, headers=SAME)
+
+    assert forced.status_code == 200, forced.text
+    assert forced.json()["saved"]["version"] == 1
+    assert forced.json()["dry_run"]["refuses"] is True
+
+
+def test_a_good_version_is_saved_with_its_dry_run_report() -> None:
+    client, _ = make_client()
+
+    saved = client.post(
+        "/api/save", json={"pool": "gpu", "policy": DEFAULT, "author": "ana"}, headers=SAME
+    )
+
+    assert saved.status_code == 200, saved.text
+    assert saved.json()["dry_run"]["summary"] == (
+        "dry run on pool 'gpu': ok on 2, rejected by 0 of 2 deployables"
+    )
+
+
+def test_computed_deployables_are_bounded_and_an_upload_let_go_is_computed_again() -> None:
+    job = load_example("launch_select.json")
+    size = len(json.dumps({**job, "job_id": "j-0"}).encode())
+    # Room for two computed jobs of this size, never a third.
+    studio = Studio(
+        StudioConfig(
+            limits=DEFAULT_LIMITS, examples=EXAMPLES, loaded_bytes=2 * size + 10, uploads_kept=3
+        ),
+        PolicyStore(fakeredis.FakeRedis()),
+    )
+    client = TestClient(create_app(studio), base_url=ORIGIN)
+    ids = []
+    for n in range(4):
+        body = json.dumps({**job, "job_id": f"j-{n}"}).encode()
+        answer = client.post("/api/deployables/upload", content=body, headers=UPLOAD)
+        assert answer.status_code == 200, answer.text
+        ids.append(answer.json()["id"])
+        assert len(studio.in_memory()) <= 2
+    assert studio.in_memory() == ids[2:]
+
+    state = client.get("/api/state").json()
+    # Three uploads' text kept on disk, the oldest gone.
+    assert [d["id"] for d in state["loaded"]] == ids[1:]
+    # The second upload was let go from memory, and is computed again from disk.
+    again = client.post(
+        "/api/evaluate", json={"deployable": ids[1], "policy": DEFAULT}, headers=SAME
+    )
+    assert again.status_code == 200, again.text
+    assert studio.in_memory() == [ids[3], ids[1]]
+    gone = client.post("/api/evaluate", json={"deployable": ids[0], "policy": DEFAULT},
+                       headers=SAME)  # fmt: skip
+    assert gone.status_code == 422
+    assert "pick one again" in gone.json()["error"]["message"]

@@ -26,6 +26,8 @@
     inputAt: null, // performance.now() of the newest change not yet drawn
     charts: [],
     last: null, // the last evaluation
+    loaded: "[]", // the policy (as sent) the editor last loaded or saved: unsaved if it differs
+    drafts: {}, // pool -> the cards it was left with, unsaved
   };
 
   // Timing hooks for tests and the curious: the latency from a change (input event) to
@@ -50,7 +52,7 @@
     if (response.status === 401) $("token-box").hidden = false;
     if (!response.ok) {
       const error = (data && data.error) || { code: String(response.status), message: response.statusText, details: [] };
-      throw Object.assign(new Error(error.message), { info: error });
+      throw Object.assign(new Error(error.message), { info: error, data });
     }
     return data;
   }
@@ -210,7 +212,7 @@
     const accounts = S.deployable ? S.deployable.accounts : [];
     const own = S.deployable ? S.deployable.account_settings : {};
     const top = Math.max(10, ...Object.values(own).map((a) => 2 * a.weight));
-    const filter = el("input", { placeholder: `filter ${accounts.length} accounts`, size: "18" });
+    const filter = el("input", { placeholder: `filter ${plural(accounts.length, "account", "accounts")}`, size: "18" });
     const list = el("div", { class: "weights" });
     const reset = el("button", { type: "button", onclick: () => { m.weights = null; renderStack(); changed(); } }, "use accounts' weights");
     function draw() {
@@ -272,6 +274,7 @@
   // A change is sent at once; changes made while a request is out are sent together as
   // soon as it returns, so a dragged slider never queues a backlog of stale requests.
   function changed() {
+    showDirty();
     S.inputAt = performance.now();
     if (!S.deployable) return;
     if (S.inflight) { S.pending = true; return; }
@@ -332,7 +335,7 @@
     drawPies(result.groups);
     const t1 = performance.now();
     const chosen = result.chosen_account ? ` · the job's seed picks ${result.chosen_account}` : "";
-    $("summary").textContent = `${S.deployable.label}: ${S.deployable.candidates} candidates, ${S.deployable.accounts.length} accounts, ${result.groups.length} priority group(s)${chosen}`;
+    $("summary").textContent = `${S.deployable.label}: ${plural(S.deployable.candidates, "candidate", "candidates")}, ${plural(S.deployable.accounts.length, "account", "accounts")}, ${plural(result.groups.length, "priority group", "priority groups")}${chosen}`;
     const none = $("no-chance");
     none.replaceChildren();
     for (const n of result.no_chance.slice(0, SHOWN_ACCOUNTS)) none.append(el("li", {}, el("b", {}, n.account), " — " + n.why));
@@ -343,6 +346,11 @@
     drawTrace();
     S.drawParts = { pies_ms: t1 - t0, lists_ms: t2 - t1, trace_ms: performance.now() - t2 };
   }
+
+  // Slice borders only where slices are few enough to tell apart (they cost ~10 ms a
+  // redraw at hundreds of slices); set on every new set of accounts, not only the first.
+  const border = (names) => (names.length > 50 || names.length === 1 ? 0 : 1);
+  const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
 
   function drawPies(groups) {
     const box = $("pies");
@@ -359,7 +367,7 @@
         box.append(el("div", { class: "pie" }, el("h3", {}, title), canvas, table));
         chart = new Chart(canvas, {
           type: "pie",
-          data: { labels: names, datasets: [{ data: values, backgroundColor: names.map(colour), borderWidth: names.length > 50 || names.length === 1 ? 0 : 1 }] },
+          data: { labels: names, datasets: [{ data: values, backgroundColor: names.map(colour), borderWidth: border(names) }] },
           options: {
             animation: false,
             responsive: false,
@@ -376,6 +384,7 @@
         if (!same(chart.data.labels, names)) {
           chart.data.labels = names;
           chart.data.datasets[0].backgroundColor = names.map(colour);
+          chart.data.datasets[0].borderWidth = border(names);
         }
         chart.data.datasets[0].data = values;
         chart.update("none");
@@ -421,33 +430,115 @@
 
   // ---- the rest ----------------------------------------------------------------------
 
+  // ---- unsaved edits ---------------------------------------------------------------
+
+  const snapshot = () => JSON.stringify(S.cards);
+  function dirty() { return snapshot() !== S.loaded; }
+
+  function markLoaded() { S.loaded = snapshot(); showDirty(); }
+
+  function showDirty() {
+    const d = S.cards.length > 0 && dirty();
+    $("unsaved").hidden = !d;
+    $("discard").hidden = !d;
+  }
+
+  // Leaving a pool keeps its unsaved stack, to be found again when it is picked again.
+  function keepDraft() {
+    if (dirty()) S.drafts[S.pool] = { cards: JSON.parse(snapshot()), loaded: S.loaded };
+    else delete S.drafts[S.pool];
+  }
+
+  async function switchPool(pool) {
+    if (pool === S.pool) return;
+    keepDraft();
+    S.pool = pool;
+    if (![...$("pool").options].some((o) => o.value === pool)) $("pool").append(el("option", { value: pool }, pool));
+    $("pool").value = pool;
+    await loadPolicy();
+    changed();
+  }
+
+  // ---- the rest ----------------------------------------------------------------------
+
   async function loadPolicy() {
     const answer = await api("/api/policy", undefined, { query: "?pool=" + encodeURIComponent(S.pool) });
     const current = answer.current;
+    S.current = current;
     $("policy-source").textContent = !current
       ? "(no policy anywhere yet)"
       : current.version === 0
         ? "the worker's config/default_policy.yaml (no version saved yet)"
         : `${current.pool === S.pool ? "" : "inherited from "}${current.pool} v${current.version}`;
     setStack(current ? current.policy : [{ module: "equal" }]);
+    markLoaded();
+    const draft = S.drafts[S.pool];
+    if (draft) {
+      delete S.drafts[S.pool];
+      S.cards = draft.cards;
+      renderStack();
+      showDirty();
+    }
+    $("compare").hidden = true;
     const history = $("history");
     history.replaceChildren();
     for (const v of answer.history) {
       const when = v.saved_at ? new Date(v.saved_at * 1000).toISOString().replace("T", " ").slice(0, 19) : "";
-      const li = el("li", { value: String(v.version), title: "load this version into the editor" },
+      const isCurrent = current && current.pool === S.pool && current.version === v.version;
+      const text = el("span", { class: "version", title: "load this version into the editor" },
         `v${v.version} ${when} ${v.author}: ${v.comment || ""}`);
-      li.addEventListener("click", () => loadVersion(v.version));
+      text.addEventListener("click", () => loadVersion(v.version));
+      const li = el("li", { value: String(v.version) }, text);
+      if (isCurrent) li.append(el("span", { class: "muted" }, " (current)"));
+      else {
+        li.append(
+          el("button", { type: "button", class: "compare", title: `what changes from v${v.version} to the current version`, onclick: () => compare(v.version) }, "compare with current"),
+          el("button", { type: "button", class: "revert", title: `save v${v.version}'s policy again as the newest version`, onclick: () => revert(v.version) }, "revert"),
+        );
+      }
       history.append(li);
     }
     if (!answer.history.length) history.append(el("li", { class: "muted" }, "no version saved for this pool"));
   }
 
+  async function fetchVersion(version) {
+    const query = "?pool=" + encodeURIComponent(S.pool) + "&version=" + version;
+    return api("/api/policy/version", undefined, { query });
+  }
+
   async function loadVersion(version) {
+    if (dirty() && !window.confirm(`Your unsaved changes to pool ${S.pool} will be replaced by version ${version}. Load it?`)) return;
+    try {
+      const v = await fetchVersion(version);
+      setStack(v.policy);
+      markLoaded();
+      status(`version ${version} loaded into the editor`);
+      changed();
+    } catch (err) { showError(err); }
+  }
+
+  async function compare(version) {
     try {
       const query = "?pool=" + encodeURIComponent(S.pool) + "&version=" + version;
-      const v = await api("/api/policy/version", undefined, { query });
-      setStack(v.policy);
-      changed();
+      const answer = await api("/api/policy/diff", undefined, { query });
+      const box = $("compare");
+      box.replaceChildren(
+        el("div", { class: "row" }, el("b", {}, `v${answer.version} → current v${answer.current}`),
+          el("button", { type: "button", onclick: () => { box.hidden = true; } }, "close")),
+        el("pre", { id: "compare-diff" }, answer.diff || "(the same policy)"));
+      box.hidden = false;
+    } catch (err) { showError(err); }
+  }
+
+  async function revert(version) {
+    if (!$("author").value.trim()) {
+      showError({ info: { message: "type your name in author first: a revert is saved as a new version", details: [] } });
+      $("author").focus();
+      return;
+    }
+    try {
+      const v = await fetchVersion(version);
+      await save(false, { policy: v.policy, comment: $("comment").value || `revert to v${version}` });
     } catch (err) { showError(err); }
   }
 
@@ -476,9 +567,18 @@
     } catch (err) { showError(err); status(""); }
   }
 
-  function afterPick() {
+  async function afterPick() {
     const d = S.deployable;
-    status(`${d.candidates} candidates` + (d.pool ? ` · the job names pool ${d.pool}` : ""));
+    status(plural(d.candidates, "candidate", "candidates") + (d.pool ? ` · the job names pool ${d.pool}` : ""));
+    $("use-job-policy").disabled = !d.policy;
+    $("use-job-policy").title = d.policy
+      ? "replace the stack with the policy the job carries inline"
+      : "this job carries no policy of its own";
+    // The job's own pool is the one whose policy it gets: edit that one.
+    const pool = d.pool || S.defaultPool || "default";
+    if (pool !== S.pool) {
+      try { await switchPool(pool); } catch (err) { showError(err); }
+    }
     renderStack(); // weight sliders list the job's accounts
     changed();
   }
@@ -513,18 +613,43 @@
     } catch (err) { showError(err); }
   }
 
-  async function save() {
+  // The dry run's report (workers/policies/dryrun.py): each deployable tried, ok or
+  // rejected with the engine's reason.
+  function showDryRun(report, refusedWith) {
+    const box = $("dry-run");
+    const items = report.deployables.map((t) => el("li", { class: t.outcome },
+      el("b", {}, t.outcome), " " + t.label + (t.reason ? ` — ${t.reason}` : "")));
+    box.replaceChildren(el("div", { id: "dry-run-summary" }, report.summary), el("ul", {}, ...items));
+    if (refusedWith) {
+      box.append(el("button", { type: "button", id: "save-anyway", class: "danger", onclick: () => save(true, refusedWith) },
+        `Save anyway: it rejects all ${plural(report.rejected, "deployable", "deployables")} it was tried on`));
+    }
+    box.hidden = false;
+  }
+
+  async function save(force, what) {
     const box = $("save-status");
+    const sent = what || { policy: policy(), comment: $("comment").value };
+    box.textContent = "trying it on the pool's recent jobs…";
     try {
       const answer = await api("/api/save", {
-        pool: S.pool, policy: policy(), author: $("author").value, comment: $("comment").value,
+        pool: S.pool, policy: sent.policy, author: $("author").value, comment: sent.comment, force: !!force,
       });
       box.textContent = `saved ${answer.saved.pool} version ${answer.saved.version}`;
+      showDryRun(answer.dry_run, null);
       showError(null);
+      // Who and why belong to this version, not the next.
+      $("author").value = "";
+      $("comment").value = "";
+      delete S.drafts[S.pool];
       await loadState();
       await loadPolicy();
       changed();
-    } catch (err) { box.textContent = "not saved"; showError(err); }
+    } catch (err) {
+      box.textContent = "not saved";
+      if (err.data && err.data.dry_run) showDryRun(err.data.dry_run, sent);
+      showError(err);
+    }
   }
 
   function start() {
@@ -540,14 +665,16 @@
       $("token-box").hidden = true;
       boot();
     });
-    $("pool").addEventListener("change", async () => { S.pool = $("pool").value; await loadPolicy(); changed(); });
+    $("pool").addEventListener("change", () => switchPool($("pool").value).catch(showError));
     $("add-pool").addEventListener("click", async () => {
       const name = $("new-pool").value.trim();
       if (!name) return;
-      S.pool = name;
       $("new-pool").value = "";
-      $("pool").append(el("option", { value: name }, name));
-      $("pool").value = name;
+      await switchPool(name).catch(showError);
+    });
+    $("discard").addEventListener("click", async () => {
+      if (!window.confirm(`Drop your unsaved changes to pool ${S.pool}?`)) return;
+      delete S.drafts[S.pool];
       await loadPolicy();
       changed();
     });
@@ -560,18 +687,25 @@
       changed();
     });
     $("use-job-policy").addEventListener("click", () => {
-      if (S.deployable && S.deployable.policy) { setStack(S.deployable.policy); changed(); }
+      const d = S.deployable;
+      if (!d || !d.policy) { status("this job carries no policy of its own"); return; }
+      setStack(d.policy);
+      $("policy-source").textContent = `${d.label}'s own policy (not saved)`;
+      status(`the job's own policy: ${plural(d.policy.length, "module", "modules")}`);
+      changed();
     });
     $("trace-filter").addEventListener("input", drawTrace);
     $("simulate").addEventListener("click", simulate);
-    $("save").addEventListener("click", save);
+    $("save").addEventListener("click", () => save(false));
     boot();
   }
 
   async function boot() {
     try {
-      await loadState();
+      const state = await loadState();
+      S.defaultPool = state.default_pool;
       await loadPolicy();
+      showError(null); // a 401's message, once the right token is in
       const params = new URLSearchParams(location.search);
       const wanted = params.get("deployable");
       if (wanted) { $("deployable").value = wanted; await pick(wanted); }
