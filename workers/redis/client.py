@@ -134,6 +134,11 @@ def _sentinel_client(
     return client
 
 
+# The client type for modules outside workers/ (the CLI's actions), which name no broker
+# library themselves.
+Client = redis.Redis
+
+
 def client_for(settings: Settings, *, timeout: float = 5.0, retries: int = 6) -> redis.Redis:
     """A client for the settings' ``redis_url`` (Sentinel options included)."""
     return make_redis(

@@ -16,8 +16,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import redis
-
 from apportion.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -38,7 +36,7 @@ from apportion.workers.policies.dryrun import (
 )
 from apportion.workers.policies.store import DEFAULT_POOL, PolicyStore, PolicyVersion, diff
 from apportion.workers.policies.text import policy_yaml, read_policy_yaml, when
-from apportion.workers.redis.client import client_for
+from apportion.workers.redis.client import Client, client_for
 from apportion.workers.runtime import failure_store, policy_store, recent_jobs
 
 # A policy file's limit (read_policy_yaml's): four times the store's limit on the
@@ -128,9 +126,7 @@ def _show(store: PolicyStore, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _set(
-    store: PolicyStore, args: argparse.Namespace, settings: Settings, client: redis.Redis
-) -> int:
+def _set(store: PolicyStore, args: argparse.Namespace, settings: Settings, client: Client) -> int:
     text = read_input(args.file, max_chars=store.max_bytes * 4, limit_name=POLICY_LIMIT)
     try:
         policy = read_policy_yaml(text, max_chars=store.max_bytes * 4, source=args.file)
@@ -155,7 +151,7 @@ def _dry_run(
     store: PolicyStore,
     args: argparse.Namespace,
     settings: Settings,
-    client: redis.Redis,
+    client: Client,
     policy: Any,
 ) -> DryRun:
     """The version tried on the pool's recent jobs and the examples (workers/policies/dryrun.py)."""
