@@ -12,8 +12,9 @@ keyed by the event id's marker (``{prefix}:outcome:{event_id}``):
    of the event id belongs to the content the history holds). A marker without a
    digest (the launcher's own records) answers ``recorded: false``;
 2. for a failure: ``XADD`` it to the launch-failures stream (trimmed by count and
-   age); unless it is older than the retention period (it would be dropped at once:
-   the answer says so, ``recorded: false`` with ``skipped: outside_retention``),
+   age, never by count below what a consumer group has not read:
+   workers/redis/trim.py); unless it is older than the retention period (it would be
+   dropped at once: the answer says so, ``recorded: false`` with ``skipped: outside_retention``),
    ``ZADD`` it to the account's set, drop entries older than the retention period and
    beyond the newest ``APPORTION_FAILURE_HISTORY_MAX_PER_ACCOUNT`` (the set of an
    account that fails without end stays bounded; the penalty saturates long before),
@@ -45,11 +46,14 @@ from apportion.contracts.events import LaunchOutcomeJob
 from apportion.errors import StoreUnavailable
 from apportion.workers.redis.client import REDIS_ERRORS, is_outage
 from apportion.workers.redis.keys import Keys, min_stream_id
+from apportion.workers.redis.trim import TRIM_LUA, trimmed_ttl
 
-_RECORD = """
--- KEYS: marker, history, stream
+_RECORD = (
+    TRIM_LUA
+    + """
+-- KEYS: marker, history, stream, trimmed-unread counter
 -- ARGV: ttl, at, event_id, oldest, maxlen, outcome, minid, cap, digest, marker ttl,
---       fields...
+--       counter ttl, fields...
 -- Returns {code, ''} when recorded now (0: a success, 1: a failure in the history,
 -- 2: a failure outside the retention period), {-1, marker} when the marker was there.
 local known = redis.call('GET', KEYS[1])
@@ -58,8 +62,8 @@ if known then
 end
 local code = 0
 if ARGV[6] == 'failed' then
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', unpack(ARGV, 11))
-  redis.call('XTRIM', KEYS[3], 'MINID', '~', ARGV[7])
+  redis.call('XADD', KEYS[3], '*', unpack(ARGV, 12))
+  trim(KEYS[3], ARGV[5], ARGV[7], KEYS[4], ARGV[11])
   if tonumber(ARGV[2]) < tonumber(ARGV[4]) then
     code = 2
   else
@@ -73,6 +77,7 @@ end
 redis.call('SET', KEYS[1], ARGV[9] .. ' ' .. code, 'EX', ARGV[10])
 return {code, ''}
 """
+)
 
 OUTSIDE_RETENTION = "outside_retention"
 # What the engine is told of a send that lost its event id to other content.
@@ -160,6 +165,7 @@ class FailureStore:
                     self._keys.failure_event_marker(event.event_id),
                     self._keys.failure_history(event.account),
                     self._keys.launch_failures_stream,
+                    self._keys.trimmed_unread(self._keys.launch_failures_stream),
                 ],
                 args=[
                     self.retention_seconds,
@@ -172,6 +178,7 @@ class FailureStore:
                     self._cap,
                     digest or "",
                     self._marker_ttl,
+                    trimmed_ttl(self._max_age),
                     *flat,
                 ],
             )
