@@ -243,20 +243,34 @@ def check(
         # Every queue's depth is reported; only the checked ones can make it unhealthy.
         read_redis(health, client, Keys(settings.stream_prefix), kinds.queues())
     except redis.exceptions.NoPermissionError as exc:
-        # Reachable, but the ACL user may not read what health reads: a problem of its
-        # own, named, not "unreachable" (docs/operations.md has each role's ACL).
         health.redis_ok = True
-        health.problems.append(
-            f"the Redis user may not run what health reads ({error_text(exc)}); "
-            "give it the worker's ACL of docs/operations.md"
-        )
+        health.problems.append(denied(exc))
     except REDIS_ERRORS as exc:
         health.redis_error = error_text(exc)
         health.redis_ok = health.redis_ok and not is_outage(exc)
     finally:
         client.close()
+    if health.problems:  # a permission denied: the rest would only report it again
+        return _done(health, started)
     if health.redis_ok:
-        health.workers, health.responders = read_workers(settings, timeout)
+        try:
+            health.workers, health.responders = read_workers(settings, timeout)
+        except redis.exceptions.NoPermissionError as exc:
+            health.problems.append(denied(exc))
+            return _done(health, started)
     judge(health, checked, node, thresholds)
+    return _done(health, started)
+
+
+def denied(exc: Exception) -> str:
+    """Reachable, but the ACL user may not read what health reads: a problem of its own,
+    named, not "unreachable" (docs/operations.md has each role's ACL)."""
+    return (
+        f"the Redis user may not run what health reads ({error_text(exc)}); give it the "
+        "worker's ACL of docs/operations.md"
+    )
+
+
+def _done(health: Health, started: float) -> Health:
     health.elapsed_s = time.monotonic() - started
     return health

@@ -196,3 +196,22 @@ def test_the_worker_user_may_not_touch_another_services_keys(server: RedisServer
     with pytest.raises(redis.exceptions.NoPermissionError):
         client.info()
     server.client().acl_log_reset()
+
+
+def test_health_names_a_permission_its_user_lacks_rather_than_calling_redis_unreachable(
+    server: RedisServer,
+) -> None:
+    password = uuid.uuid4().hex
+    admin = server.client()
+    admin.execute_command(
+        "ACL", "SETUSER", "bare", "reset", "on", f">{password}", "+hello", "+ping", "~*"
+    )
+    bare = {"APPORTION_REDIS_URL": f"redis://bare:{password}@127.0.0.1:{server.port}/0"}
+
+    proc = apportion("health", "--timeout", "1", env=bare)
+
+    assert proc.returncode == 1
+    assert "ok (Redis 7" in proc.stdout or "ok (Redis" in proc.stdout
+    assert "problem: the Redis user may not run what health reads (" in proc.stdout
+    assert "unreachable" not in proc.stdout
+    admin.acl_log_reset()
