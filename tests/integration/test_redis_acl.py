@@ -215,3 +215,50 @@ def test_health_names_a_permission_its_user_lacks_rather_than_calling_redis_unre
     assert "problem: the Redis user may not run what health reads (" in proc.stdout
     assert "unreachable" not in proc.stdout
     admin.acl_log_reset()
+
+
+def test_flower_follows_the_workers_as_the_worker_user(
+    server: RedisServer, worker: Worker, tmp_path: Path
+) -> None:
+    import base64
+    import sys
+
+    port = free_port()
+    log = tmp_path / "flower.log"
+    with open(log, "wb") as out:
+        flower = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "celery", "-A", "apportion.workers.flower", "flower"),
+                *("--address=127.0.0.1", f"--port={port}"),
+            ],
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env(server, "worker"), "FLOWER_BASIC_AUTH": "ops:secret"},
+            start_new_session=True,
+        )
+
+    def workers() -> dict[str, object]:
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/api/workers?refresh=1")
+        request.add_header("Authorization", "Basic " + base64.b64encode(b"ops:secret").decode())
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            found: dict[str, object] = json.loads(reply.read())
+            return found
+
+    def sees_the_worker() -> bool:
+        try:
+            return bool(workers())
+        except OSError:
+            return False
+
+    try:
+        wait_until(sees_the_worker, 60, what="Flower listing the worker")
+        wait_until(
+            lambda: "Events of group {task} enabled by remote" in worker.log_text(),
+            30,
+            what="Flower switching the worker's task events on",
+        )
+    finally:
+        os.killpg(flower.pid, signal.SIGTERM)
+        flower.wait(20)
+    assert [(d["reason"], d["object"]) for d in denied(server)] == []
