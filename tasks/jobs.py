@@ -145,7 +145,9 @@ def _requeue(reason: str) -> Exception:
     return requeue
 
 
-def _solve(task: Task, kind: JobKind, job: Any, rt: Runtime, task_id: str, digest: str) -> Envelope:
+def _solve(
+    task: Task, kind: JobKind, job: Any, rt: Runtime, task_id: str, digest: str | None = None
+) -> Envelope:
     # The policy store is read once per job: a re-run (the launcher's next attempt) uses
     # the version the first run used, so the attempts and the envelope agree.
     policies_read: PoliciesRead = {}
