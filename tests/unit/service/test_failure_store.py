@@ -6,6 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import fakeredis
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from apportion.contracts.events import LaunchOutcomeJob
 from apportion.workers.history.failure_store import FailureStore, MemoryFailureStore, Recorded
@@ -165,3 +167,39 @@ def test_the_event_id_marker_lives_as_long_as_the_published_marker_at_least(
     store.record(event("e1"), NOW, "d")
 
     assert client.ttl(Keys().failure_event_marker("e1")) > 3600
+
+
+@given(
+    sends=st.lists(
+        st.tuples(st.sampled_from(["vsphere-a", "ec2", "gce"]), st.sampled_from([0, 30])),
+        min_size=1,
+        max_size=8,
+    )
+)
+@settings(max_examples=60, deadline=None)
+def test_every_send_of_an_event_id_is_answered_as_the_history_holds_it(
+    sends: list[tuple[str, float]],
+) -> None:
+    """Whatever the order of sends of one event id: the first content is the one the
+    history holds, every send of it gets the first answer, every other is a duplicate."""
+    store = FailureStore(
+        fakeredis.FakeRedis(), Keys(), retention_seconds=24 * 3600, stream_maxlen=1000
+    )
+    answers = [
+        (
+            account,
+            hours,
+            store.record(event("e1", account, hours_ago=hours), NOW, f"{account}/{hours}"),
+        )
+        for account, hours in sends
+    ]
+
+    first_account, first_hours, first = answers[0]
+    for account, hours, answer in answers:
+        if (account, hours) == (first_account, first_hours):
+            assert answer == first
+        else:
+            assert answer == Recorded(recorded=False, failure=True, duplicate=True)
+    held = {a: n for a, n in store.counts(["vsphere-a", "ec2", "gce"], 48, NOW).items() if n}
+    assert held == ({} if first.outside_retention else {first_account: 1})
+    assert first.recorded is not first.outside_retention
