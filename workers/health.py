@@ -194,8 +194,20 @@ class Thresholds:
     max_pending_age_s: float | None = None
 
 
-def judge(health: Health, queues: Sequence[str], node: str | None, limits: Thresholds) -> None:
-    """Fill ``health.problems``: everything that makes the system unable to answer."""
+def judge(
+    health: Health,
+    queues: Sequence[str],
+    node: str | None,
+    limits: Thresholds,
+    *,
+    subscribers: bool = True,
+) -> None:
+    """Fill ``health.problems``: everything that makes the system unable to answer.
+
+    ``subscribers``: entries lost to a consumer group count too. Not when the check is
+    narrowed to some queues (``--queue``, a worker's container health check): a
+    subscriber's loss is the deployment's problem, and restarting workers for it would
+    only make things worse; it is still in the report."""
     if not health.redis_ok:
         health.problems.append(f"Redis unreachable at {health.redis_url}: {health.redis_error}")
         return
@@ -211,7 +223,7 @@ def judge(health: Health, queues: Sequence[str], node: str | None, limits: Thres
             health.problems.append(
                 f"queue {queue!r} holds {depth} jobs (more than {limits.max_queue_depth})"
             )
-    for stream, found in health.streams.items():
+    for stream, found in health.streams.items() if subscribers else ():
         for group, lost in sorted(found.trimmed_unread.items()):
             health.problems.append(
                 f"{stream} group {group}: {lost} entries were trimmed (older than "
@@ -258,7 +270,7 @@ def check(
         except redis.exceptions.NoPermissionError as exc:
             health.problems.append(denied(exc))
             return _done(health, started)
-    judge(health, checked, node, thresholds)
+    judge(health, checked, node, thresholds, subscribers=not queues)
     return _done(health, started)
 
 
