@@ -145,7 +145,9 @@ def _requeue(reason: str) -> Exception:
     return requeue
 
 
-def _solve(task: Task, kind: JobKind, job: Any, rt: Runtime, task_id: str) -> Envelope:
+def _solve(
+    task: Task, kind: JobKind, job: Any, rt: Runtime, task_id: str, digest: str | None = None
+) -> Envelope:
     # The policy store is read once per job: a re-run (the launcher's next attempt) uses
     # the version the first run used, so the attempts and the envelope agree.
     policies_read: PoliciesRead = {}
@@ -154,7 +156,7 @@ def _solve(task: Task, kind: JobKind, job: Any, rt: Runtime, task_id: str) -> En
         return run(
             kind.name,
             again,
-            rt.context(policies_read),
+            rt.context(policies_read, digest),
             job_id=job_id or task_id,
             reraise=(SoftTimeLimitExceeded,),
             decoded=True,  # a task's argument: a string in it is no job, not JSON text
@@ -171,13 +173,16 @@ def execute(task: Task, kind: JobKind, job: Any, request: Any) -> dict[str, Any]
     """Solve ``job`` and answer it. ``request``: ``task.request``, read once a job by the
     caller (Celery finds a task's request on a thread-local stack at every read)."""
     rt = get_runtime()
+    # The job's content digest: the result publisher keeps it with the job_id, and a
+    # launch_outcome is recorded with it (the history and the answer decided together).
+    digest = fingerprint(job)
     try:
-        envelope = _solve(task, kind, job, rt, request.id)
+        envelope = _solve(task, kind, job, rt, request.id, digest)
     except SoftTimeLimitExceeded:
         envelope = _time_limit_envelope(kind, job, request.id, rt)
     except InfrastructureError as exc:  # a store (failure history, policies) could not answer
         raise _retry(task, rt, exc, "solving") from exc
-    return publish_or_retry(task, rt, envelope, fingerprint(job), request)
+    return publish_or_retry(task, rt, envelope, digest, request)
 
 
 def answer_hard_time_limit(name: str, task_id: str, args: Any, kwargs: Any) -> dict[str, Any]:

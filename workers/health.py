@@ -42,6 +42,9 @@ class GroupHealth:
 class StreamHealth:
     length: int
     groups: dict[str, GroupHealth] = field(default_factory=dict)
+    # Entries the age cap removed before a group read them, per group, within the last
+    # APPORTION_STREAM_MAX_AGE (workers/redis/trim.py).
+    trimmed_unread: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -53,6 +56,7 @@ class Health:
     queue_depth: dict[str, int] = field(default_factory=dict)
     unacked: int = 0
     workers: dict[str, list[str]] = field(default_factory=dict)  # queue -> worker names
+    responders: list[str] = field(default_factory=list)  # every worker that answered
     streams: dict[str, StreamHealth] = field(default_factory=dict)
     dead_letters: int = 0
     problems: list[str] = field(default_factory=list)
@@ -81,6 +85,7 @@ class Health:
                 name: {
                     "length": s.length,
                     "groups": {g: vars(h) for g, h in s.groups.items()},
+                    "trimmed_unread": s.trimmed_unread,
                 }
                 for name, s in self.streams.items()
             },
@@ -95,11 +100,17 @@ def entry_age_s(entry_id: str | bytes, now: float) -> float:
     return max(0.0, now - int(text.split("-", 1)[0]) / 1000.0)
 
 
-def stream_health(client: redis.Redis, stream: str, now: float) -> StreamHealth | None:
-    """Length and consumer groups of ``stream``; None when it does not exist yet."""
+def stream_health(
+    client: redis.Redis, stream: str, now: float, trimmed: str | None = None
+) -> StreamHealth | None:
+    """Length and consumer groups of ``stream``; None when it does not exist yet.
+    ``trimmed``: the key of its :meth:`Keys.trimmed_unread` counts, if wanted."""
     if not client.exists(stream):
         return None
     out = StreamHealth(length=int(client.xlen(stream)))
+    if trimmed is not None:
+        counts: Any = client.hgetall(trimmed)
+        out.trimmed_unread = {_text(g): int(n) for g, n in counts.items()}
     for info in client.xinfo_groups(stream):
         name = _text(info["name"])
         pending = int(info["pending"])
@@ -122,40 +133,59 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def server_version(client: redis.Redis) -> str | None:
+    """The server's version, from ``HELLO`` (no arguments: the protocol stays as it is).
+
+    Not ``INFO``: it is in ``@dangerous``, which the ACL recipes of docs/operations.md
+    deny; ``HELLO`` is a connection command every user may run. A server that refuses it
+    (Redis before 6) is asked for a ``PING`` instead, and its version is not reported.
+    """
+    try:
+        reply = client.execute_command("HELLO")
+    except redis.ResponseError:
+        client.ping()
+        return None
+    if isinstance(reply, list | tuple):
+        reply = dict(zip(reply[::2], reply[1::2], strict=False))
+    version = reply.get(b"version", reply.get("version")) if isinstance(reply, dict) else None
+    return None if version is None else _text(version)
+
+
 def read_redis(health: Health, client: redis.Redis, keys: Keys, queues: Sequence[str]) -> None:
     """Everything ``health`` reads from Redis itself (raises redis-py's errors)."""
-    info = client.info("server")
-    health.redis_version = str(info.get("redis_version"))
+    health.redis_version = server_version(client)
     health.redis_ok = True
     for queue in queues:
         health.queue_depth[queue] = int(client.llen(queue_list(queue)))
     health.unacked = int(client.hlen(UNACKED))
     now = time.time()
     for stream in [*keys.all_results_streams(), keys.launch_failures_stream]:
-        found = stream_health(client, stream, now)
+        found = stream_health(client, stream, now, keys.trimmed_unread(stream))
         if found is not None:
             health.streams[stream] = found
     if client.exists(keys.dead_letters_stream):
         health.dead_letters = int(client.xlen(keys.dead_letters_stream))
 
 
-def read_workers(settings: Settings, timeout: float, node: str | None) -> dict[str, list[str]]:
-    """queue -> names of the workers consuming it, from those answering within ``timeout``."""
+def read_workers(settings: Settings, timeout: float) -> tuple[dict[str, list[str]], list[str]]:
+    """(queue -> names of the workers consuming it, every worker that answered), from the
+    workers answering Celery's ``active_queues`` broadcast within ``timeout``.
+
+    Every worker is asked, with or without ``--node``: the node is one more requirement
+    on top of the rest, so asking it alone would report every queue it does not consume
+    as having no worker."""
     from apportion.workers.producer import producer_app
 
     app = producer_app(settings)
     try:
-        inspect = app.control.inspect(
-            timeout=timeout, destination=[node] if node else None, limit=1 if node else None
-        )
-        replies = inspect.active_queues() or {}
+        replies = app.control.inspect(timeout=timeout).active_queues() or {}
     finally:
         app.close()
     out: dict[str, list[str]] = {}
     for worker, queues in sorted(replies.items()):
         for queue in queues or ():
             out.setdefault(str(queue.get("name")), []).append(worker)
-    return out
+    return out, sorted(replies)
 
 
 @dataclass(frozen=True)
@@ -164,13 +194,27 @@ class Thresholds:
     max_pending_age_s: float | None = None
 
 
-def judge(health: Health, queues: Sequence[str], node: str | None, limits: Thresholds) -> None:
-    """Fill ``health.problems``: everything that makes the system unable to answer."""
+def judge(
+    health: Health,
+    queues: Sequence[str],
+    node: str | None,
+    limits: Thresholds,
+    *,
+    subscribers: bool = True,
+) -> None:
+    """Fill ``health.problems``: everything that makes the system unable to answer.
+
+    ``subscribers``: entries lost to a consumer group count too. Not when the check is
+    narrowed to some queues (``--queue``, a worker's container health check): a
+    subscriber's loss is the deployment's problem, and restarting workers for it would
+    only make things worse; it is still in the report."""
     if not health.redis_ok:
         health.problems.append(f"Redis unreachable at {health.redis_url}: {health.redis_error}")
         return
-    if node is not None and not any(node in names for names in health.workers.values()):
+    if node is not None and node not in health.responders:
         health.problems.append(f"worker {node} did not answer")
+    elif node is not None and not any(node in names for names in health.workers.values()):
+        health.problems.append(f"worker {node} answered but consumes no queue")
     for queue in queues:
         if not health.workers.get(queue):
             health.problems.append(f"no worker consumes queue {queue!r}")
@@ -178,6 +222,12 @@ def judge(health: Health, queues: Sequence[str], node: str | None, limits: Thres
         if limits.max_queue_depth is not None and depth > limits.max_queue_depth:
             health.problems.append(
                 f"queue {queue!r} holds {depth} jobs (more than {limits.max_queue_depth})"
+            )
+    for stream, found in health.streams.items() if subscribers else ():
+        for group, lost in sorted(found.trimmed_unread.items()):
+            health.problems.append(
+                f"{stream} group {group}: {lost} entries were trimmed (older than "
+                "APPORTION_STREAM_MAX_AGE) before the group read them"
             )
     if limits.max_pending_age_s is not None:
         for stream, found in health.streams.items():
@@ -204,13 +254,35 @@ def check(
     try:
         # Every queue's depth is reported; only the checked ones can make it unhealthy.
         read_redis(health, client, Keys(settings.stream_prefix), kinds.queues())
+    except redis.exceptions.NoPermissionError as exc:
+        health.redis_ok = True
+        health.problems.append(denied(exc))
     except REDIS_ERRORS as exc:
         health.redis_error = error_text(exc)
         health.redis_ok = health.redis_ok and not is_outage(exc)
     finally:
         client.close()
+    if health.problems:  # a permission denied: the rest would only report it again
+        return _done(health, started)
     if health.redis_ok:
-        health.workers = read_workers(settings, timeout, node)
-    judge(health, checked, node, thresholds)
+        try:
+            health.workers, health.responders = read_workers(settings, timeout)
+        except redis.exceptions.NoPermissionError as exc:
+            health.problems.append(denied(exc))
+            return _done(health, started)
+    judge(health, checked, node, thresholds, subscribers=not queues)
+    return _done(health, started)
+
+
+def denied(exc: Exception) -> str:
+    """Reachable, but the ACL user may not read what health reads: a problem of its own,
+    named, not "unreachable" (docs/operations.md has each role's ACL)."""
+    return (
+        f"the Redis user may not run what health reads ({error_text(exc)}); give it the "
+        "worker's ACL of docs/operations.md"
+    )
+
+
+def _done(health: Health, started: float) -> Health:
     health.elapsed_s = time.monotonic() - started
     return health

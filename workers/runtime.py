@@ -21,6 +21,7 @@ from apportion.contracts.events import LaunchOutcomeJob
 from apportion.engine import Context, StoredPolicy
 from apportion.engine_settings import engine_context
 from apportion.workers.history.failure_store import (
+    DUPLICATE,
     OUTSIDE_RETENTION,
     FailureHistory,
     FailureStore,
@@ -52,12 +53,16 @@ class Runtime:
     # The studio's record of recent launch_select jobs (None: not kept).
     recent: RecentJobs | None = None
 
-    def context(self, policies_read: PoliciesRead | None = None) -> Context:
+    def context(
+        self, policies_read: PoliciesRead | None = None, digest: str | None = None
+    ) -> Context:
         """The engine context for one job: the clock read once, the stores injected.
 
         ``policies_read``: what the policy store answered earlier for this same job, by
         pool (filled as it is read). A job the launcher re-runs after a failed launch
         passes the same dict to every run, so all its attempts use one policy version.
+        ``digest``: the job's content digest (``answers.fingerprint``), with which a
+        launch_outcome is recorded, so the history and the answer are decided together.
         """
         now = utcnow()
         history = self.failures
@@ -81,7 +86,9 @@ class Runtime:
 
         def record_outcome(event: Any) -> bool | str:
             assert isinstance(event, LaunchOutcomeJob)
-            done = history.record(event, now)
+            done = history.record(event, now, digest)
+            if done.duplicate:
+                return DUPLICATE
             return OUTSIDE_RETENTION if done.outside_retention else done.recorded
 
         return engine_context(
@@ -134,6 +141,7 @@ def failure_store(settings: Settings, client: redis.Redis | None = None) -> Fail
         stream_maxlen=settings.stream_maxlen,
         stream_max_age=settings.stream_max_age,
         max_per_account=settings.failure_history_max_per_account,
+        dedup_ttl=settings.dedup_ttl,
     )
 
 

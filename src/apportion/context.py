@@ -59,7 +59,9 @@ class Context:
     # the engine itself stays free of I/O; None means no history is available.
     failure_counts: FailureCounts | None = None
     # launch_outcome: records one event in the failure-history store, returning whether
-    # it was new (False for a repeated event_id). Injected by the worker, like the above.
+    # the history holds it (False for an event_id recorded before by another sender),
+    # "outside_retention", or "duplicate_job_id" for an event_id recorded for other
+    # content. Injected by the worker, like the above.
     record_outcome: RecordOutcome | None = None
 
 

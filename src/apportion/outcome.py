@@ -14,10 +14,22 @@ from apportion.contracts.events import LaunchOutcomeJob, LaunchOutcomeResult
 from apportion.errors import Rejected
 from apportion.limits import env_name
 
+# ctx.record_outcome's answer for an event_id recorded for other content.
+DUPLICATE_JOB_ID = "duplicate_job_id"
+
 
 def solve(event: LaunchOutcomeJob, ctx: Context) -> LaunchOutcomeResult:
     _not_in_the_future(event, ctx)
     answer = ctx.record_outcome(event) if ctx.record_outcome is not None else None
+    if answer == DUPLICATE_JOB_ID:
+        # The history holds this event_id for a send of other content, whose answer it
+        # is; this send is the one refused (and the worker publishes no event for it).
+        raise Rejected.at(
+            "event_id",
+            f"{event.event_id!r} was already recorded for an event with different "
+            "content; give each event its own event_id",
+            code=DUPLICATE_JOB_ID,
+        )
     recorded: bool | None = answer if not isinstance(answer, str) else False
     skipped: str | None = answer if isinstance(answer, str) else None
     if answer is False:

@@ -192,8 +192,10 @@ def test_events_with_idle_exit_gives_up_with_a_message_when_redis_is_down() -> N
     assert "Traceback" not in proc.stderr
 
 
-def test_events_gives_up_after_its_connect_timeout_without_idle_exit() -> None:
-    proc = apportion("events", "--connect-timeout", "1", env=UNREACHABLE, timeout=60)
+def test_events_asked_to_exit_on_disconnect_gives_up_after_its_connect_timeout() -> None:
+    proc = apportion(
+        "events", "--exit-on-disconnect", "--connect-timeout", "1", env=UNREACHABLE, timeout=60
+    )
 
     assert proc.returncode == 1
     assert "cannot reach Redis" in proc.stderr

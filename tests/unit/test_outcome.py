@@ -44,3 +44,14 @@ def test_the_answer_says_why_an_event_was_not_recorded() -> None:
         (False, "already_recorded"),
         (False, "outside_retention"),
     ]
+
+
+def test_an_event_id_the_history_holds_for_other_content_is_a_duplicate_job_id() -> None:
+    ctx = Context(now=NOW, record_outcome=lambda _event: "duplicate_job_id")
+
+    env = run("launch_outcome", event(NOW), ctx)
+
+    assert env.status == "rejected"
+    assert env.error is not None
+    assert env.error.code == "duplicate_job_id"
+    assert env.error.details[0].path == "event_id"

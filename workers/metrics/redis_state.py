@@ -83,9 +83,17 @@ class RedisStateCollector:
             "Age of the oldest entry a consumer group has not acknowledged (0 if none).",
             labels=["stream", "group"],
         )
+        trimmed = GaugeMetricFamily(
+            "apportion_stream_trimmed_unread",
+            "Entries the age cap removed before a consumer group read them, within the "
+            "last APPORTION_STREAM_MAX_AGE (apportion health fails while any).",
+            labels=["stream", "group"],
+        )
         now = time.time()
         for stream in [*keys.all_results_streams(), keys.launch_failures_stream]:
-            found = stream_health(client, stream, now)
+            found = stream_health(client, stream, now, keys.trimmed_unread(stream))
+            for group, lost in (found.trimmed_unread if found else {}).items():
+                trimmed.add_metric([stream, group], lost)
             length.add_metric([stream], 0 if found is None else found.length)
             for group, g in (found.groups if found else {}).items():
                 if g.lag is not None:
@@ -97,4 +105,4 @@ class RedisStateCollector:
         )
         dead_stream = keys.dead_letters_stream
         dead.add_metric([], int(client.xlen(dead_stream)) if client.exists(dead_stream) else 0)
-        return [depth, unacked, length, lag, pending, oldest, dead]
+        return [depth, unacked, length, lag, pending, oldest, trimmed, dead]

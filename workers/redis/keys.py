@@ -44,6 +44,11 @@ class Keys:
     def all_results_streams(self) -> list[str]:
         return [self.results_stream(k) for k in kinds.names()]
 
+    def trimmed_unread(self, stream: str) -> str:
+        """Hash of entries of ``stream`` removed by its age cap before a consumer group
+        read them, per group (workers/redis/trim.py); health fails while it has any."""
+        return f"{self.prefix}:trimmed-unread:{stream}"
+
     def published_marker(self, kind: str, job_id: str) -> str:
         """Set once a job's result event is on its stream; makes publishing idempotent."""
         return f"{self.prefix}:published:{kind}:{job_id}"

@@ -11,7 +11,9 @@ published would turn the backend's record into a FAILURE next to an ``ok`` event
   published; for a job_id already answered, the envelope the stream holds when the job
   is the same (same :func:`fingerprint`), or a ``rejected``/``duplicate_job_id``
   envelope of its own when it is a different job (its producer reads it by task id; the
-  stream keeps exactly one event per job_id);
+  stream keeps exactly one event per job_id); an envelope that is a
+  ``duplicate_job_id`` rejection already (a launch_outcome, see
+  workers/history/failure_store.py) is never published, for the same reason;
 * :func:`bounded` replaces an envelope larger than ``APPORTION_LIMITS__MAX_ENVELOPE_BYTES``
   by a ``rejected``/``result_too_large`` one before anything is stored (launch_select
   stays under it by truncating its candidates; this is the bound for everything else);
@@ -159,6 +161,10 @@ def settle_recorded(
 ) -> tuple[Envelope, bool]:
     """:func:`settle`, storing ``record`` (the envelope as the task's result) with the
     event when it goes out now; True when it did, and the caller stores nothing more."""
+    if envelope.error is not None and envelope.error.code == "duplicate_job_id":
+        # Decided before publishing (a launch_outcome whose event_id the failure history
+        # holds for other content): the job_id's one event is the other content's.
+        return envelope, False
     done = publisher.publish_once(envelope, fingerprint, text, record)
     if done.new:
         return envelope, done.recorded

@@ -13,7 +13,8 @@ the very envelope the stream holds (one truth) and a *different* job reusing the
 job_id with ``rejected``/``duplicate_job_id`` (the stream keeps its one event).
 
 Streams are trimmed by count (``MAXLEN ~``) and by age (``MINID ~``, entries older
-than ``APPORTION_STREAM_MAX_AGE``) on every publication.
+than ``APPORTION_STREAM_MAX_AGE``) on every publication; the count never below what a
+consumer group has not read yet (workers/redis/trim.py).
 
 The same script can store the task's result in Celery's Redis result backend (a
 :class:`ResultRecord`: the key, the value Celery's backend would write, its expiry),
@@ -41,24 +42,29 @@ from apportion.contracts import Envelope
 from apportion.errors import StoreUnavailable
 from apportion.workers.redis.client import REDIS_ERRORS, is_outage
 from apportion.workers.redis.keys import Keys, min_stream_id
+from apportion.workers.redis.trim import TRIM_LUA, trimmed_ttl
 
-# KEYS: marker, stream[, result key]. ARGV: ttl, maxlen, minid, fingerprint, result
-# expiry, result value, fields... (the result ones empty without a result key).
-# Returns {1, entry id} when published now, {0, marker value} when the job_id was known.
-_PUBLISH_ONCE = """
+# KEYS: marker, stream, trimmed-unread counter[, result key]. ARGV: ttl, maxlen, minid,
+# fingerprint, result expiry, result value, counter ttl, fields... (the result ones
+# empty without a result key). Returns {1, entry id} when published now, {0, marker
+# value} when the job_id was known.
+_PUBLISH_ONCE = (
+    TRIM_LUA
+    + """
 local known = redis.call('GET', KEYS[1])
 if known then
   return {0, known}
 end
-local id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, 7))
-redis.call('XTRIM', KEYS[2], 'MINID', '~', ARGV[3])
+local id = redis.call('XADD', KEYS[2], '*', unpack(ARGV, 8))
+trim(KEYS[2], ARGV[2], ARGV[3], KEYS[3], ARGV[7])
 redis.call('SET', KEYS[1], ARGV[4] .. ' ' .. id, 'EX', ARGV[1])
-if KEYS[3] then
-  redis.call('SET', KEYS[3], ARGV[6], 'EX', ARGV[5])
-  redis.call('PUBLISH', KEYS[3], ARGV[6])
+if KEYS[4] then
+  redis.call('SET', KEYS[4], ARGV[6], 'EX', ARGV[5])
+  redis.call('PUBLISH', KEYS[4], ARGV[6])
 end
 return {1, id}
 """
+)
 _PUBLISH_ONCE_SHA = hashlib.sha1(_PUBLISH_ONCE.encode()).hexdigest()
 
 
@@ -186,7 +192,10 @@ class StreamPublisher(_Publisher):
         kind = envelope.kind
         marker = self._keys.published_marker(kind, envelope.job_id)
         stream = self._keys.results_stream(kind)
-        keys = [marker, stream] if record is None else [marker, stream, record.key]
+        counter = self._keys.trimmed_unread(stream)
+        keys = (
+            [marker, stream, counter] if record is None else [marker, stream, counter, record.key]
+        )
         args: list[Any] = [
             len(keys),
             *keys,
@@ -196,6 +205,7 @@ class StreamPublisher(_Publisher):
             fingerprint,
             "" if record is None else record.ttl,
             "" if record is None else record.value,
+            trimmed_ttl(self._max_age),
         ]
         for k, v in event_fields(envelope, text).items():
             args += [k, v]

@@ -83,6 +83,8 @@ def render(report: dict[str, Any]) -> str:
                     f"  group {group}: {g['consumers']} consumers, {g['pending']} pending, "
                     f"lag {lag}{oldest}"
                 )
+            for group, lost in stream.get("trimmed_unread", {}).items():
+                lines.append(f"  group {group}: {lost} entries trimmed before it read them")
         lines.append(f"dead letters: {report['dead_letters']}")
     lines += [f"problem: {p}" for p in report["problems"]]
     return "\n".join(lines)

@@ -161,3 +161,20 @@ def test_result_streams_are_trimmed_by_age_as_well_as_by_count(
     ids = [fields[b"job_id"] for _, fields in client.xrange(stream)]
     assert b"new" in ids
     assert len(ids) < 300
+
+
+def test_a_duplicate_job_id_decided_before_publishing_is_never_published() -> None:
+    from apportion.contracts import Envelope, ErrorInfo
+    from apportion.workers.results.answers import settle_recorded
+    from apportion.workers.results.publisher import MemoryPublisher
+
+    publisher = MemoryPublisher()
+    envelope = Envelope.rejected(
+        "e1", "launch_outcome", ErrorInfo(code="duplicate_job_id", message="taken")
+    )
+
+    answer, recorded = settle_recorded(publisher, envelope, "digest")
+
+    assert answer == envelope
+    assert recorded is False
+    assert publisher.events == []

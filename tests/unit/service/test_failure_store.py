@@ -6,9 +6,11 @@ from datetime import UTC, datetime, timedelta
 
 import fakeredis
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from apportion.contracts.events import LaunchOutcomeJob
-from apportion.workers.history.failure_store import FailureStore
+from apportion.workers.history.failure_store import FailureStore, MemoryFailureStore, Recorded
 from apportion.workers.redis.keys import Keys
 
 NOW = datetime(2026, 11, 21, 22, 0, tzinfo=UTC)
@@ -125,3 +127,79 @@ def test_a_failure_older_than_the_retention_is_not_recorded_and_says_so(
     assert outcome.outside_retention
     assert store.counts(["vsphere-a"], 24, NOW) == {"vsphere-a": 0}
     assert not client.exists("apportion:failures:vsphere-a")
+
+
+@pytest.mark.parametrize("kind", ["redis", "memory"])
+def test_a_send_of_the_same_content_gets_the_first_answer_and_other_content_is_a_duplicate(
+    kind: str, client: fakeredis.FakeRedis
+) -> None:
+    store: FailureStore | MemoryFailureStore = (
+        FailureStore(client, Keys(), retention_seconds=24 * 3600, stream_maxlen=1000)
+        if kind == "redis"
+        else MemoryFailureStore()
+    )
+    first = store.record(event("e1"), NOW, "digest-a")
+    same = store.record(event("e1"), NOW, "digest-a")
+    other = store.record(event("e1", account="ec2"), NOW, "digest-b")
+    unsigned = store.record(event("e1"), NOW)
+
+    assert first == same == Recorded(recorded=True, failure=True)
+    assert other == Recorded(recorded=False, failure=True, duplicate=True)
+    assert unsigned == Recorded(recorded=False, failure=True)
+    assert store.counts(["vsphere-a", "ec2"], 6, NOW) == {"vsphere-a": 1, "ec2": 0}
+
+
+def test_the_same_content_outside_the_retention_is_answered_so_every_time(
+    store: FailureStore,
+) -> None:
+    first = store.record(event("old", hours_ago=25), NOW, "d")
+    again = store.record(event("old", hours_ago=25), NOW, "d")
+
+    assert first == again == Recorded(recorded=False, failure=True, outside_retention=True)
+
+
+def test_the_event_id_marker_lives_as_long_as_the_published_marker_at_least(
+    client: fakeredis.FakeRedis,
+) -> None:
+    store = FailureStore(
+        client, Keys(), retention_seconds=3600, stream_maxlen=1000, dedup_ttl=86_400
+    )
+    store.record(event("e1"), NOW, "d")
+
+    assert client.ttl(Keys().failure_event_marker("e1")) > 3600
+
+
+@given(
+    sends=st.lists(
+        st.tuples(st.sampled_from(["vsphere-a", "ec2", "gce"]), st.sampled_from([0, 30])),
+        min_size=1,
+        max_size=8,
+    )
+)
+@settings(max_examples=60, deadline=None)
+def test_every_send_of_an_event_id_is_answered_as_the_history_holds_it(
+    sends: list[tuple[str, float]],
+) -> None:
+    """Whatever the order of sends of one event id: the first content is the one the
+    history holds, every send of it gets the first answer, every other is a duplicate."""
+    store = FailureStore(
+        fakeredis.FakeRedis(), Keys(), retention_seconds=24 * 3600, stream_maxlen=1000
+    )
+    answers = [
+        (
+            account,
+            hours,
+            store.record(event("e1", account, hours_ago=hours), NOW, f"{account}/{hours}"),
+        )
+        for account, hours in sends
+    ]
+
+    first_account, first_hours, first = answers[0]
+    for account, hours, answer in answers:
+        if (account, hours) == (first_account, first_hours):
+            assert answer == first
+        else:
+            assert answer == Recorded(recorded=False, failure=True, duplicate=True)
+    held = {a: n for a, n in store.counts(["vsphere-a", "ec2", "gce"], 48, NOW).items() if n}
+    assert held == ({} if first.outside_retention else {first_account: 1})
+    assert first.recorded is not first.outside_retention
