@@ -25,6 +25,12 @@ class Limits(BaseModel):
     max_pools: int = Field(50_000, gt=0)
     max_products: int = Field(10_000, gt=0)
     max_entitlements: int = Field(50_000, gt=0)
+    # heal_org: consumers per job (each also within the attach limits above).
+    max_heal_consumers: int = Field(20_000, gt=0)
+    # heal_org: wall time the loop over consumers may take; the answer then holds the
+    # consumers healed so far and where it stopped. Keep it below the attach queue's
+    # soft time limit, which would otherwise answer the job rejected/time_limit.
+    heal_seconds: float = Field(240.0, gt=0)
     # launch_select
     max_providers: int = Field(100_000, gt=0)
     max_request_length: int = Field(16_384, gt=0)
@@ -87,6 +93,8 @@ LIMIT_CODES: Final[dict[str, str | None]] = {
     "max_pools": "limit_exceeded",
     "max_products": "limit_exceeded",
     "max_entitlements": "limit_exceeded",
+    "max_heal_consumers": "limit_exceeded",
+    "heal_seconds": None,  # the consumers healed so far are answered (summary.stopped_at)
     "max_providers": "too_large",
     "max_request_length": "too_large",
     "max_request_groups": "too_large",

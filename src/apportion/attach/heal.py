@@ -1,0 +1,336 @@
+"""heal_org: auto_attach for every consumer of an organisation, in turn.
+
+Candlepin's HealEntireOrgJob loops over the owner's consumers and auto-attaches each;
+the bind raises each chosen pool's ``consumed``, so the next consumer sees less, and one
+consumer's failure is logged while the loop goes on. This answers exactly what
+auto_attach answers consumer by consumer in the given order, each job carrying the
+pools' ``consumed`` as raised by the earlier consumers.
+
+What the loop repeats is done once: the organisation's pools are checked once (a bad
+pool rejects the whole job: every consumer shares it), each pool is read once, on first
+use, and pools are indexed by group (stack or pool), product, role and addon. A
+consumer's attach is given only the groups that can matter to it — those with a pool
+providing a product it still needs, matching its role or one of its addons, or being
+one of its partial stacks. auto_attach considers no other group (it leaves out every
+group offering nothing still needed that is not a partial stack), so its answer is the
+same; only the explanation's lists of what was left out are shorter.
+
+A consumer's own problems (its facts, its entitlements, its sizes over the limits) are
+that consumer's rejection, with paths under ``consumers[i]``; the loop goes on. A job
+whose JSON does not match the contract is rejected whole at the edge, as any job is.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from apportion.attach.autoattach import AttachInput, run_attach
+from apportion.attach.compliance import (
+    AttachedEntitlement,
+    ComplianceView,
+    CoverageContext,
+    compute_compliance,
+)
+from apportion.attach.facts import ConsumerProfile
+from apportion.attach.inputs import (
+    check_limits,
+    check_pool_list,
+    check_time,
+    read_compliance,
+    read_consumer,
+    read_entitlements,
+    reject_if,
+)
+from apportion.attach.needs import products_to_cover
+from apportion.attach.pools import PoolView, view_pool
+from apportion.attach.priority import PROFILES, RuleProfile
+from apportion.attach.values import ProblemLog, split_values
+from apportion.contracts.attach import Pool
+from apportion.contracts.heal import (
+    ComplianceSummary,
+    HealConsumer,
+    HealConsumerResult,
+    HealOrgJob,
+    HealOrgResult,
+    HealSummary,
+)
+from apportion.errors import DomainError, Problem
+from apportion.limits import Limits, env_name, over_limit
+
+if TYPE_CHECKING:
+    from apportion.engine import Context
+
+GroupKey = tuple[str, str]  # ("stack", stacking_id) or ("pool", pool id), as in .offers
+
+
+class Estate:
+    """The organisation's pools, read once and indexed, with ``consumed`` as it rises."""
+
+    __slots__ = ("_groups", "_views", "by_addon", "by_product", "by_role", "consumed", "pools")
+
+    def __init__(self, pools: Sequence[Pool]) -> None:
+        self.pools = pools
+        self._views: list[PoolView | None] = [None] * len(pools)
+        # Positions of each group's pools, in input order.
+        self._groups: dict[GroupKey, list[int]] = {}
+        self.by_product: dict[str, set[GroupKey]] = {}
+        self.by_role: dict[str, set[GroupKey]] = {}
+        self.by_addon: dict[str, set[GroupKey]] = {}
+        # The consumed of every pool an earlier consumer attached, by position.
+        self.consumed: dict[int, int] = {}
+        for position, pool in enumerate(pools):
+            pattrs = pool.product_attributes
+            stacking = pattrs.get("stacking_id")
+            key = ("stack", stacking) if stacking is not None else ("pool", pool.id)
+            self._groups.setdefault(key, []).append(position)
+            for product in (pool.product_id, *pool.provided_products):
+                self.by_product.setdefault(product, set()).add(key)
+            # Roles and addons as either reading finds them (the product's, the pool's):
+            # a superset of what the rules match is harmless, they check again.
+            for name, index in (("roles", self.by_role), ("addons", self.by_addon)):
+                for raw in (pattrs.get(name), pool.attributes.get(name)):
+                    for value in split_values(raw):
+                        index.setdefault(value, set()).add(key)
+
+    def view(self, position: int) -> PoolView:
+        found = self._views[position]
+        if found is None:
+            found = self._views[position] = view_pool(self.pools[position], position)
+        consumed = self.consumed.get(position)
+        return found if consumed is None else found._replace(consumed=consumed)
+
+    def relevant(
+        self,
+        consumer: ConsumerProfile,
+        to_cover: Iterable[str],
+        partial_stacks: Iterable[str],
+    ) -> list[PoolView]:
+        """The pools of every group that can matter to the consumer, in input order."""
+        keys: set[GroupKey] = set()
+        for product in to_cover:
+            keys |= self.by_product.get(product, set())
+        if consumer.role is not None:
+            keys |= self.by_role.get(consumer.role.strip().lower(), set())
+        for addon in consumer.addons:
+            keys |= self.by_addon.get(addon.lower(), set())
+        keys |= {("stack", sid) for sid in partial_stacks}
+        groups = self._groups
+        positions = sorted(p for key in keys for p in groups.get(key, ()))
+        return [self.view(p) for p in positions]
+
+    def attach(self, positions: dict[str, int], quantities: dict[str, int]) -> None:
+        """The bind: raise each chosen pool's consumed by the quantity attached."""
+        for pool_id, quantity in quantities.items():
+            position = positions[pool_id]
+            current = self.consumed.get(position, self.pools[position].consumed)
+            self.consumed[position] = current + quantity
+
+
+def status(compliance: ComplianceView) -> ComplianceSummary:
+    """Candlepin's ComplianceStatus: invalid while an installed product is not covered,
+    partial while one is partly covered or a stack is incomplete, else valid."""
+    if compliance.non_compliant:
+        label = "invalid"
+    elif compliance.partially_compliant or compliance.partial_stacks:
+        label = "partial"
+    else:
+        label = "valid"
+    return {
+        "status": label,  # type: ignore[typeddict-item]
+        "compliant_products": list(compliance.compliant),
+        "partially_compliant_products": list(compliance.partially_compliant),
+        "non_compliant_products": list(compliance.non_compliant),
+        "partial_stacks": list(compliance.partial_stacks),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """What every consumer's attach shares."""
+
+    estate: Estate
+    positions: dict[str, int]
+    at: datetime
+    profile: RuleProfile
+    limits: Limits
+    explain: frozenset[str]
+
+
+def _heal_one(run: _Run, entry: HealConsumer, path: str, index: int) -> HealConsumerResult:
+    """One consumer's auto_attach over the estate as it stands; raises its rejection."""
+    limits = run.limits
+    check_limits(
+        limits,
+        consumers=[(f"{path}.consumer", entry.consumer)],
+        pools=("pools", ()),
+        entitlements=[(f"{path}.entitlements", entry.entitlements)],
+        products=(f"{path}.products", entry.products),
+    )
+    log = ProblemLog.new()
+    consumer = read_consumer(entry.consumer, f"{path}.consumer", log)
+    entitlements = read_entitlements(entry.entitlements, f"{path}.entitlements", log)
+    reject_if(log)
+    at = run.at
+    compliance = read_compliance(None, consumer, entitlements, at, f"{path}.entitlements", log)
+    to_cover = products_to_cover(entry.products, consumer, compliance)
+    pools = run.estate.relevant(consumer, to_cover, compliance.partial_stacks)
+    outcome = run_attach(
+        AttachInput(
+            consumer=consumer,
+            pools=pools,
+            products=entry.products,
+            compliance=compliance,
+            entitlements=entitlements,
+            at=at,
+            profile=run.profile,
+            host_uuid=entry.host_uuid,
+        )
+    )
+    quantities = outcome.pool_quantities
+    after = _after(consumer, entitlements, quantities, run, at)
+    run.estate.attach(run.positions, quantities)
+    answer: HealConsumerResult = {
+        "index": index,
+        "consumer": entry.consumer.uuid,
+        "status": "ok",
+        "pool_quantities": quantities,
+        "covered_products": list(outcome.covered),
+        "uncovered_products": list(outcome.uncovered),
+        "compliance_before": status(compliance),
+        "compliance_after": status(after),
+    }
+    if entry.consumer.uuid in run.explain:
+        answer["explanation"] = outcome.explanation
+    return answer
+
+
+def _after(
+    consumer: ConsumerProfile,
+    entitlements: Sequence[AttachedEntitlement],
+    quantities: dict[str, int],
+    run: _Run,
+    at: datetime,
+) -> ComplianceView:
+    """The consumer's compliance with what it just attached (dated as its pools are)."""
+    if not quantities:
+        return compute_compliance(CoverageContext(consumer), consumer.installed, entitlements, at)
+    estate, positions = run.estate, run.positions
+    added = [
+        AttachedEntitlement(
+            id=f"heal:{pool_id}",
+            view=estate.view(positions[pool_id]),
+            quantity=quantity,
+            start=None,
+            end=None,
+        )
+        for pool_id, quantity in quantities.items()
+    ]
+    return compute_compliance(
+        CoverageContext(consumer), consumer.installed, [*entitlements, *added], at
+    )
+
+
+def _rejection(index: int, entry: HealConsumer, exc: DomainError) -> HealConsumerResult:
+    problems: Sequence[Problem] = getattr(exc, "problems", ())
+    return {
+        "index": index,
+        "consumer": entry.consumer.uuid,
+        "status": "rejected",
+        "error": {
+            "code": exc.code,
+            "message": exc.message,
+            "details": [{"path": p.path, "message": p.message} for p in problems],
+        },
+    }
+
+
+def _check_consumers(job: HealOrgJob, limits: Limits) -> None:
+    count = len(job.consumers)
+    if count > limits.max_heal_consumers:
+        field = "max_heal_consumers"
+        raise over_limit(
+            field,
+            Problem(
+                "consumers",
+                f"{count} consumers exceed the limit of {limits.max_heal_consumers} per job "
+                f"(raise {env_name(field)}, or split the organisation into several jobs)",
+            ),
+        )
+
+
+def solve_heal_org(job: HealOrgJob, ctx: Context) -> HealOrgResult:
+    """auto_attach for each consumer in order, each seeing what the earlier ones took."""
+    limits = ctx.limits
+    # Wall time, read here rather than from ctx.now: a long loop stops in time and
+    # answers what it has healed (heal_seconds), rather than being killed by the task's
+    # soft time limit with nothing.
+    started = time.monotonic()
+    _check_consumers(job, limits)
+    check_limits(limits, consumers=[], pools=("pools", job.pools), entitlements=[])
+    log = ProblemLog.new()
+    pools = check_pool_list(job.pools, "pools", log, limits)
+    reject_if(log)
+    estate = Estate(pools)
+    run = _Run(
+        estate=estate,
+        positions={pool.id: i for i, pool in enumerate(pools)},
+        at=check_time(job.at, ctx.now),
+        profile=PROFILES[job.rules],
+        limits=limits,
+        explain=frozenset(job.explain),
+    )
+    answers: list[HealConsumerResult] = []
+    stopped_at: int | None = None
+    for index, entry in enumerate(job.consumers):
+        if index and time.monotonic() - started > limits.heal_seconds:
+            stopped_at = index
+            break
+        try:
+            answers.append(_heal_one(run, entry, f"consumers[{index}]", index))
+        except DomainError as exc:
+            answers.append(_rejection(index, entry, exc))
+    consumed = {pools[p].id: value for p, value in sorted(estate.consumed.items())}
+    return {
+        "consumers": answers,
+        "consumed": consumed,
+        "summary": _summary(job, answers, estate, stopped_at),
+    }
+
+
+def _summary(
+    job: HealOrgJob, answers: list[HealConsumerResult], estate: Estate, stopped_at: int | None
+) -> HealSummary:
+    healed = already = still = rejected = attached = 0
+    for answer in answers:
+        if answer["status"] != "ok":
+            rejected += 1
+            continue
+        before = answer["compliance_before"]["status"] == "valid"
+        after = answer["compliance_after"]["status"] == "valid"
+        already += before
+        healed += after and not before
+        still += not after
+        attached += sum(answer["pool_quantities"].values())
+    pools = estate.pools
+    exhausted = [
+        pools[p].id
+        for p, value in sorted(estate.consumed.items())
+        if pools[p].quantity >= 0 and value >= pools[p].quantity
+    ]
+    return {
+        "consumers": len(job.consumers),
+        "answered": len(answers),
+        "healed": healed,
+        "already_compliant": already,
+        "still_not_compliant": still,
+        "rejected": rejected,
+        "entitlements_attached": attached,
+        "pools_exhausted": exhausted,
+        "complete": stopped_at is None,
+        "stopped_at": stopped_at,
+        "stopped_reason": None if stopped_at is None else "heal_seconds",
+    }
