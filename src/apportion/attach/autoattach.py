@@ -71,6 +71,8 @@ class AttachInput:
     profile: RuleProfile
     consider_derived: bool = False
     host_uuid: str | None = None
+    # Whether to build the explanation (heal_org builds it only for the consumers asked).
+    explain: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +227,8 @@ def run_attach(inp: AttachInput) -> AttachOutcome:
     quantities, covered = _quantities(picks)
     covered_list = tuple(p for p in needs.to_cover if p in covered)
     uncovered = tuple(p for p in needs.to_cover if p not in covered)
+    if not inp.explain:
+        return AttachOutcome(quantities, covered_list, uncovered, tuple(picks))
     not_needed = [k for k in offers.groups if k not in still]
     record = RunRecord(
         needs, offers, dropped, not_needed, groups, picks, quantities, covered_list, uncovered

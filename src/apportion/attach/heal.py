@@ -46,7 +46,7 @@ from apportion.attach.inputs import (
     reject_if,
 )
 from apportion.attach.needs import products_to_cover
-from apportion.attach.pools import PoolView, view_pool
+from apportion.attach.pools import PoolView, as_utc, view_pool
 from apportion.attach.priority import PROFILES, RuleProfile
 from apportion.attach.values import ProblemLog, split_values
 from apportion.contracts.attach import Pool
@@ -70,11 +70,28 @@ GroupKey = tuple[str, str]  # ("stack", stacking_id) or ("pool", pool id), as in
 class Estate:
     """The organisation's pools, read once and indexed, with ``consumed`` as it rises."""
 
-    __slots__ = ("_groups", "_views", "by_addon", "by_product", "by_role", "consumed", "pools")
+    __slots__ = (
+        "_groups",
+        "_live",
+        "_views",
+        "by_addon",
+        "by_product",
+        "by_role",
+        "consumed",
+        "pools",
+    )
 
-    def __init__(self, pools: Sequence[Pool]) -> None:
+    def __init__(self, pools: Sequence[Pool], at: datetime) -> None:
         self.pools = pools
+        # Each pool's view as it stands (its consumed raised by the binds so far); read on
+        # first use.
         self._views: list[PoolView | None] = [None] * len(pools)
+        # Whether a pool can still be attached by anyone: valid at the check time, with
+        # quantity left. auto_attach drops the others whoever asks (its date and quantity
+        # filters), so they are left out before its other, consumer-dependent, filters.
+        self._live: list[bool] = [
+            _on_date(pool, at) and not _used_up(pool.quantity, pool.consumed) for pool in pools
+        ]
         # Positions of each group's pools, in input order.
         self._groups: dict[GroupKey, list[int]] = {}
         self.by_product: dict[str, set[GroupKey]] = {}
@@ -100,8 +117,7 @@ class Estate:
         found = self._views[position]
         if found is None:
             found = self._views[position] = view_pool(self.pools[position], position)
-        consumed = self.consumed.get(position)
-        return found if consumed is None else found._replace(consumed=consumed)
+        return found
 
     def relevant(
         self,
@@ -109,7 +125,7 @@ class Estate:
         to_cover: Iterable[str],
         partial_stacks: Iterable[str],
     ) -> list[PoolView]:
-        """The pools of every group that can matter to the consumer, in input order."""
+        """The live pools of every group that can matter to the consumer, in input order."""
         keys: set[GroupKey] = set()
         for product in to_cover:
             keys |= self.by_product.get(product, set())
@@ -118,16 +134,29 @@ class Estate:
         for addon in consumer.addons:
             keys |= self.by_addon.get(addon.lower(), set())
         keys |= {("stack", sid) for sid in partial_stacks}
-        groups = self._groups
-        positions = sorted(p for key in keys for p in groups.get(key, ()))
-        return [self.view(p) for p in positions]
+        groups, live, view = self._groups, self._live, self.view
+        positions = sorted(p for key in keys for p in groups.get(key, ()) if live[p])
+        return [view(p) for p in positions]
 
     def attach(self, positions: dict[str, int], quantities: dict[str, int]) -> None:
         """The bind: raise each chosen pool's consumed by the quantity attached."""
         for pool_id, quantity in quantities.items():
             position = positions[pool_id]
-            current = self.consumed.get(position, self.pools[position].consumed)
-            self.consumed[position] = current + quantity
+            current = self.view(position)
+            consumed = current.consumed + quantity
+            self.consumed[position] = consumed
+            self._views[position] = current._replace(consumed=consumed)
+            if _used_up(current.quantity, consumed):
+                self._live[position] = False
+
+
+def _on_date(pool: Pool, at: datetime) -> bool:
+    start, end = as_utc(pool.start_date), as_utc(pool.end_date)
+    return (start is None or start <= at) and (end is None or end >= at)
+
+
+def _used_up(quantity: int, consumed: int) -> bool:
+    return quantity >= 0 and consumed >= quantity
 
 
 def status(compliance: ComplianceView) -> ComplianceSummary:
@@ -188,6 +217,7 @@ def _heal_one(run: _Run, entry: HealConsumer, path: str, index: int) -> HealCons
             at=at,
             profile=run.profile,
             host_uuid=entry.host_uuid,
+            explain=entry.consumer.uuid in run.explain,
         )
     )
     quantities = outcome.pool_quantities
@@ -274,11 +304,12 @@ def solve_heal_org(job: HealOrgJob, ctx: Context) -> HealOrgResult:
     log = ProblemLog.new()
     pools = check_pool_list(job.pools, "pools", log, limits)
     reject_if(log)
-    estate = Estate(pools)
+    at = check_time(job.at, ctx.now)
+    estate = Estate(pools, at)
     run = _Run(
         estate=estate,
         positions={pool.id: i for i, pool in enumerate(pools)},
-        at=check_time(job.at, ctx.now),
+        at=at,
         profile=PROFILES[job.rules],
         limits=limits,
         explain=frozenset(job.explain),
