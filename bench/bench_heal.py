@@ -109,7 +109,7 @@ def singles(job: dict[str, Any], answer: dict[str, Any]) -> list[dict[str, Any]]
     for entry, healed in zip(job["consumers"], answer["consumers"], strict=True):
         out.append(
             {
-                **{k: v for k, v in entry.items()},
+                **entry,
                 "pools": [{**p, "consumed": consumed[p["id"]]} for p in job["pools"]],
                 "rules": job["rules"],
                 "at": job["at"],
@@ -133,7 +133,8 @@ def rules_loop(job: dict[str, Any], rules_js: str) -> tuple[list[dict[str, int]]
         text=True,
         env=env,
     )
-    assert node.stdin is not None and node.stdout is not None
+    assert node.stdin is not None
+    assert node.stdout is not None
     pools = copy.deepcopy(job["pools"])
     by_id = {p["id"]: p for p in pools}
     answers: list[dict[str, int]] = []
@@ -196,7 +197,8 @@ def main() -> int:
         profiler.print(show_all=False)
         return 0
     envelope = run("heal_org", json.dumps(job), ctx)
-    assert envelope.status == "ok" and envelope.result is not None, envelope.error
+    if envelope.status != "ok" or envelope.result is None:
+        raise SystemExit(f"heal_org did not answer: {envelope.error}")
     answer: dict[str, Any] = envelope.result
     summary = answer["summary"]
     print(

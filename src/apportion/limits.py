@@ -111,8 +111,9 @@ LIMIT_CODES: Final[dict[str, str | None]] = {
     "max_string_length": "too_large",
     "max_json_depth": "too_deep",
     "max_json_items": "too_large",
-    # launch_select drops candidates to stay under it; any other kind's answer over it
-    # is replaced by the worker (workers/results) with rejected/result_too_large.
+    # launch_select drops candidates and heal_org consumers to stay under it; any other
+    # kind's answer over it is replaced by the worker (workers/results) with
+    # rejected/result_too_large.
     "max_envelope_bytes": "result_too_large",
     "max_event_skew_seconds": "in_the_future",
     "yaql_max_memory_mib": "bad_expression",

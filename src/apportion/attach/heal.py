@@ -49,6 +49,7 @@ from apportion.attach.needs import products_to_cover
 from apportion.attach.pools import PoolView, as_utc, view_pool
 from apportion.attach.priority import PROFILES, RuleProfile
 from apportion.attach.values import ProblemLog, split_values
+from apportion.codec import encode
 from apportion.contracts.attach import Pool
 from apportion.contracts.heal import (
     ComplianceSummary,
@@ -138,6 +139,9 @@ class Estate:
         positions = sorted(p for key in keys for p in groups.get(key, ()) if live[p])
         return [view(p) for p in positions]
 
+    def everything(self) -> list[PoolView]:
+        return [self.view(p) for p in range(len(self.pools))]
+
     def attach(self, positions: dict[str, int], quantities: dict[str, int]) -> None:
         """The bind: raise each chosen pool's consumed by the quantity attached."""
         for pool_id, quantity in quantities.items():
@@ -206,7 +210,15 @@ def _heal_one(run: _Run, entry: HealConsumer, path: str, index: int) -> HealCons
     at = run.at
     compliance = read_compliance(None, consumer, entitlements, at, f"{path}.entitlements", log)
     to_cover = products_to_cover(entry.products, consumer, compliance)
-    pools = run.estate.relevant(consumer, to_cover, compliance.partial_stacks)
+    explain = entry.consumer.uuid in run.explain
+    estate = run.estate
+    # A consumer asked to be explained is given every pool, so that its explanation is
+    # the single job's, word for word (what was dropped and why included).
+    pools = (
+        estate.everything()
+        if explain
+        else estate.relevant(consumer, to_cover, compliance.partial_stacks)
+    )
     outcome = run_attach(
         AttachInput(
             consumer=consumer,
@@ -217,7 +229,7 @@ def _heal_one(run: _Run, entry: HealConsumer, path: str, index: int) -> HealCons
             at=at,
             profile=run.profile,
             host_uuid=entry.host_uuid,
-            explain=entry.consumer.uuid in run.explain,
+            explain=explain,
         )
     )
     quantities = outcome.pool_quantities
@@ -233,7 +245,7 @@ def _heal_one(run: _Run, entry: HealConsumer, path: str, index: int) -> HealCons
         "compliance_before": status(compliance),
         "compliance_after": status(after),
     }
-    if entry.consumer.uuid in run.explain:
+    if explain:
         answer["explanation"] = outcome.explanation
     return answer
 
@@ -315,25 +327,59 @@ def solve_heal_org(job: HealOrgJob, ctx: Context) -> HealOrgResult:
         explain=frozenset(job.explain),
     )
     answers: list[HealConsumerResult] = []
-    stopped_at: int | None = None
+    stopped: tuple[int, str] | None = None
+    size = _Size(limits.max_envelope_bytes)
     for index, entry in enumerate(job.consumers):
         if index and time.monotonic() - started > limits.heal_seconds:
-            stopped_at = index
+            stopped = (index, "heal_seconds")
             break
+        if index and not size.room():
+            stopped = (index, "max_envelope_bytes")
+            break
+        before = len(estate.consumed)
         try:
-            answers.append(_heal_one(run, entry, f"consumers[{index}]", index))
+            answer = _heal_one(run, entry, f"consumers[{index}]", index)
         except DomainError as exc:
-            answers.append(_rejection(index, entry, exc))
+            answer = _rejection(index, entry, exc)
+        answers.append(answer)
+        size.add(answer, pools, list(estate.consumed)[before:])
     consumed = {pools[p].id: value for p, value in sorted(estate.consumed.items())}
     return {
         "consumers": answers,
         "consumed": consumed,
-        "summary": _summary(job, answers, estate, stopped_at),
+        "summary": _summary(job, answers, estate, stopped),
     }
 
 
+class _Size:
+    """The answer's size as JSON so far, so that the loop stops before the envelope would
+    be over ``max_envelope_bytes`` (the worker would answer it rejected/result_too_large,
+    losing what was healed): the consumers healed until then are answered."""
+
+    # The envelope around the result, the summary's counts, and room for the next
+    # consumer: twice the largest answer so far.
+    SLACK = 4096
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.total = self.SLACK
+        self.largest = 0
+
+    def add(self, answer: HealConsumerResult, pools: Sequence[Pool], touched: list[int]) -> None:
+        size = len(encode(answer)) + 1
+        self.largest = max(self.largest, size)
+        # Each pool touched is in `consumed`, and may be in `pools_exhausted`.
+        self.total += size + sum(2 * len(pools[p].id) + 32 for p in touched)
+
+    def room(self) -> bool:
+        return self.total + 2 * self.largest <= self.limit
+
+
 def _summary(
-    job: HealOrgJob, answers: list[HealConsumerResult], estate: Estate, stopped_at: int | None
+    job: HealOrgJob,
+    answers: list[HealConsumerResult],
+    estate: Estate,
+    stopped: tuple[int, str] | None,
 ) -> HealSummary:
     healed = already = still = rejected = attached = 0
     for answer in answers:
@@ -361,7 +407,7 @@ def _summary(
         "rejected": rejected,
         "entitlements_attached": attached,
         "pools_exhausted": exhausted,
-        "complete": stopped_at is None,
-        "stopped_at": stopped_at,
-        "stopped_reason": None if stopped_at is None else "heal_seconds",
+        "complete": stopped is None,
+        "stopped_at": None if stopped is None else stopped[0],
+        "stopped_reason": None if stopped is None else stopped[1],
     }

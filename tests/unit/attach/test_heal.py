@@ -4,6 +4,7 @@ pools' consumed as raised by the consumers before it (Candlepin's HealEntireOrgJ
 from __future__ import annotations
 
 import copy
+import json
 import random
 from typing import Any
 
@@ -123,7 +124,7 @@ def one_by_one(job: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, int
         pools = [{**p, "consumed": consumed[p["id"]]} for p in job["pools"]]
         single = {
             "consumer": entry["consumer"],
-            "entitlements": entry["entitlements"],
+            "entitlements": entry.get("entitlements", []),
             "products": entry.get("products"),
             "host_uuid": entry.get("host_uuid"),
             "pools": pools,
@@ -144,6 +145,7 @@ def one_by_one(job: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, int
                 "pool_quantities": result["pool_quantities"],
                 "covered_products": result["covered_products"],
                 "uncovered_products": result["uncovered_products"],
+                "explanation": result["explanation"],
             }
         )
     return answers, touched
@@ -176,7 +178,9 @@ def test_a_heal_answers_what_auto_attach_answers_consumer_by_consumer(
 
     result = heal(job)
 
-    assert [comparable(a) for a in result["consumers"]] == expected
+    assert [comparable(a) for a in result["consumers"]] == [
+        {k: v for k, v in a.items() if k != "explanation"} for a in expected
+    ]
     assert result["consumed"] == consumed
     assert [a["index"] for a in result["consumers"]] == list(range(len(job["consumers"])))
 
@@ -281,12 +285,37 @@ def test_a_heal_out_of_time_answers_the_consumers_healed_so_far_and_where_it_sto
     assert summary["stopped_reason"] == "heal_seconds"
 
 
+def test_a_heal_whose_answer_would_outgrow_the_envelope_answers_the_consumers_that_fit() -> None:
+    job = _tight_estate()
+    job["consumers"] = job["consumers"][:3] * 20
+    ctx = Context(now=NOW, limits=Limits(max_envelope_bytes=16 * 1024))
+
+    result = heal(job, ctx)
+
+    summary = result["summary"]
+    assert summary["complete"] is False
+    assert summary["stopped_reason"] == "max_envelope_bytes"
+    assert summary["stopped_at"] == summary["answered"] == len(result["consumers"])
+    assert 3 < summary["answered"] < 60
+    assert len(json.dumps(result)) + 1024 < 16 * 1024
+
+
 def test_only_the_consumers_asked_for_carry_an_explanation() -> None:
     job = {**_tight_estate(), "explain": ["b"]}
 
     result = heal(job)
 
     assert ["explanation" in a for a in result["consumers"]] == [False, True, False, False, False]
+
+
+def test_an_explained_consumer_carries_the_explanation_its_single_job_gets() -> None:
+    job = {**_tight_estate(), "explain": ["c", "e"]}
+    expected, _ = one_by_one(job)
+
+    result = heal(job)
+
+    assert result["consumers"][2]["explanation"] == expected[2]["explanation"]
+    assert result["consumers"][4]["explanation"] == expected[4]["explanation"]
 
 
 def test_camel_case_consumer_entries_are_read_as_auto_attach_reads_them() -> None:
