@@ -19,8 +19,9 @@ and a service level, one in ten holding one entitlement of a stack already.
   heal_org's.
 * heal_org: ``apportion solve heal_org`` on a file of 2 copies of the job minus 1 copy.
 * singles: ``apportion solve auto_attach`` on the 500 single jobs (each with the pools'
-  ``consumed`` as heal_org left it for that consumer, so they answer the same) minus
-  one job, scaled to 500.
+  ``consumed`` as heal_org left it for that consumer, so they answer the same), in files
+  of 25 (the whole would be over ``max_payload_bytes``), each minus a file of one job,
+  scaled to 500.
 
 apportion's two figures alternate round by round (``--rounds``); CPU is user + system of
 the ``apportion solve`` process. ``--profile`` runs the heal once in process under
@@ -53,6 +54,7 @@ from bench.bench_attach import make_job  # noqa: E402
 PRODUCTS = [f"prod-{i:02d}" for i in range(20)]
 HOSTS = [f"host-{i}" for i in range(10)]
 AT = "2026-06-01T00:00:00Z"
+CHUNK = 25
 
 
 def _consumer(rng: random.Random, index: int, pools: list[dict[str, Any]]) -> dict[str, Any]:
@@ -123,8 +125,9 @@ def singles(job: dict[str, Any], answer: dict[str, Any]) -> list[dict[str, Any]]
 # ---- rules.js ---------------------------------------------------------------------------
 
 
-def rules_loop(job: dict[str, Any], rules_js: str) -> tuple[list[dict[str, int]], float]:
-    """Each consumer's rules.js answer in turn, and the summed select_pools ms."""
+def rules_loop(job: dict[str, Any], rules_js: str) -> tuple[list[dict[str, int]], float, float]:
+    """Each consumer's rules.js answer in turn, and the summed select_pools wall and CPU
+    ms."""
     env = {**os.environ, "ORACLE_REPEAT": "1", "ORACLE_WARMUP": "0"}
     node = subprocess.Popen(
         ["node", str(HERE / "attach_oracle.js"), rules_js],
@@ -138,7 +141,7 @@ def rules_loop(job: dict[str, Any], rules_js: str) -> tuple[list[dict[str, int]]
     pools = copy.deepcopy(job["pools"])
     by_id = {p["id"]: p for p in pools}
     answers: list[dict[str, int]] = []
-    total = 0.0
+    total = cpu = 0.0
     for entry in job["consumers"]:
         single = {**entry, "pools": pools, "at": job["at"]}
         node.stdin.write(json.dumps(candlepin_request(single)) + "\n")
@@ -147,12 +150,13 @@ def rules_loop(job: dict[str, Any], rules_js: str) -> tuple[list[dict[str, int]]
         if "error" in out:
             raise SystemExit(f"rules.js failed on {entry['consumer']['uuid']}: {out['error']}")
         total += out.get("select_pools_ms") or 0.0
+        cpu += out.get("select_pools_cpu_ms") or 0.0
         answers.append(out["pools"])
         for pool_id, quantity in out["pools"].items():
             by_id[pool_id]["consumed"] += quantity
     node.stdin.close()
     node.wait()
-    return answers, total
+    return answers, total, cpu
 
 
 # ---- apportion --------------------------------------------------------------------------
@@ -179,7 +183,7 @@ def main() -> int:
     parser.add_argument("--candlepin", default=os.environ.get("CANDLEPIN_REPO"))
     parser.add_argument("--rules", default="candlepin-5.42")
     parser.add_argument("--consumers", type=int, default=500)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3, help="0: rules.js only")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--export", metavar="FILE")
     args = parser.parse_args()
@@ -215,41 +219,48 @@ def main() -> int:
             if rules_js is None:
                 return 1
             started = time.perf_counter()
-            theirs, reference_ms = rules_loop(job, rules_js)
+            theirs, reference_wall, reference_ms = rules_loop(job, rules_js)
             loop_s = time.perf_counter() - started
         ours = [c.get("pool_quantities") for c in answer["consumers"]]
         agree = sum(a == b for a, b in zip(ours, theirs, strict=True))
         print(
             f"rules.js loop: {agree} / {len(theirs)} consumers answered alike; select_pools "
-            f"{reference_ms:,.0f} ms in all ({loop_s:.0f} s with the server's side)",
+            f"CPU {reference_ms:,.0f} ms in all, wall {reference_wall:,.0f} ms "
+            f"({loop_s:.0f} s with the server's side)",
             flush=True,
         )
+    if args.rounds == 0:
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        files = {
-            "heal_1": [job],
-            "heal_2": [job, job],
-            "single_1": singles(job, answer)[:1],
-            "single_n": singles(job, answer),
-        }
-        paths = {}
-        for name, content in files.items():
-            paths[name] = folder / f"{name}.json"
-            paths[name].write_text(json.dumps(content))
-        n = len(files["single_n"])
+        jobs = singles(job, answer)
+        n = len(jobs)
+        # 500 jobs of 2,000 pools are ~440 MB of JSON, over max_payload_bytes: the single
+        # jobs go in files of CHUNK, each measured minus a file of one job.
+        chunks = [jobs[i : i + CHUNK] for i in range(0, n, CHUNK)]
+        paths = {"heal_1": [job], "heal_2": [job, job], "single_1": jobs[:1]}
+        files: dict[str, Path] = {}
+        for name, content in [*paths.items(), *((f"chunk_{k}", c) for k, c in enumerate(chunks))]:
+            files[name] = folder / f"{name}.json"
+            files[name].write_text(json.dumps(content))
+        counted = n - len(chunks)  # each chunk's difference counts one job fewer
         heal_cpu: list[float] = []
         heal_wall: list[float] = []
         single_cpu: list[float] = []
         single_wall: list[float] = []
         for _ in range(args.rounds):
-            w1, c1 = solve("heal_org", paths["heal_1"])
-            w2, c2 = solve("heal_org", paths["heal_2"])
+            w1, c1 = solve("heal_org", files["heal_1"])
+            w2, c2 = solve("heal_org", files["heal_2"])
             heal_wall.append(w2 - w1)
             heal_cpu.append(c2 - c1)
-            w1, c1 = solve("auto_attach", paths["single_1"])
-            wn, cn = solve("auto_attach", paths["single_n"])
-            single_wall.append((wn - w1) * n / (n - 1))
-            single_cpu.append((cn - c1) * n / (n - 1))
+            wall = cpu = 0.0
+            for k in range(len(chunks)):
+                w1, c1 = solve("auto_attach", files["single_1"])
+                wn, cn = solve("auto_attach", files[f"chunk_{k}"])
+                wall += wn - w1
+                cpu += cn - c1
+            single_wall.append(wall * n / counted)
+            single_cpu.append(cpu * n / counted)
     load = os.getloadavg()[0]
     print(f"apportion solve, {args.rounds} rounds, load {load:.1f} (ms):")
     print(f"  heal_org job:      CPU {_median(heal_cpu)}; wall {_median(heal_wall)}")
