@@ -29,8 +29,9 @@ class Limits(BaseModel):
     max_heal_consumers: int = Field(20_000, gt=0)
     # heal_org: wall time the loop over consumers may take; the answer then holds the
     # consumers healed so far and where it stopped. Keep it below the attach queue's
-    # soft time limit, which would otherwise answer the job rejected/time_limit.
-    heal_seconds: float = Field(240.0, gt=0)
+    # soft time limit (60 s by default), which would answer the job rejected/time_limit
+    # with nothing healed: the rest of the limit reads the job and writes the answer.
+    heal_seconds: float = Field(45.0, gt=0)
     # launch_select
     max_providers: int = Field(100_000, gt=0)
     max_request_length: int = Field(16_384, gt=0)

@@ -50,9 +50,10 @@ HEAL_ORG = JobKind(
     result=HealOrgResult,
     solver="apportion.attach:solve_heal_org",
     queue="attach",
-    # A whole organisation: the loop answers what it healed by Limits.heal_seconds.
-    soft_time_limit=300,
-    time_limit=360,
+    # The attach queue's limits, so that an operator's limits for the queue keep working;
+    # the loop answers what it healed by Limits.heal_seconds, below the soft limit.
+    soft_time_limit=60,
+    time_limit=90,
     explain="apportion.explain:explain_heal_org",
     demo_jobs="apportion.workers.demo.jobs:HEAL_ORG_JOBS",
 )
