@@ -336,8 +336,8 @@ def _heal_consumer(uuid: str, sockets: str) -> dict[str, object]:
 HEAL_ORG_JOBS: list[DemoJob] = [
     (
         "heal_org",
-        "heal an organisation: three servers share a 6-entitlement stack; the third "
-        "finds it used up and takes the single pool",
+        "heal an organisation: servers share a 6-entitlement stack; the third finds it "
+        "used up and takes the single pool, the fourth finds nothing left",
         {
             "job_id": "demo-heal-org",
             "rules": "candlepin-5.44",
@@ -357,6 +357,7 @@ HEAL_ORG_JOBS: list[DemoJob] = [
                     "id": "rhel-premium",
                     "product_id": "rhel-premium",
                     "quantity": 1,
+                    "product_attributes": {"support_level": "Premium"},
                     "provided_products": ["rhel"],
                 },
             ],
@@ -364,6 +365,7 @@ HEAL_ORG_JOBS: list[DemoJob] = [
                 _heal_consumer("server-1", "4"),
                 _heal_consumer("server-2", "8"),
                 _heal_consumer("server-3", "2"),
+                _heal_consumer("server-4", "2"),
             ],
         },
     ),
