@@ -11,13 +11,20 @@ pool rejects the whole job: every consumer shares it), each pool is read once, o
 use, and pools are indexed by group (stack or pool), product, role and addon. A
 consumer's attach is given only the groups that can matter to it — those with a pool
 providing a product it still needs, matching its role or one of its addons, or being
-one of its partial stacks. auto_attach considers no other group (it leaves out every
-group offering nothing still needed that is not a partial stack), so its answer is the
-same; only the explanation's lists of what was left out are shorter.
+one of its partial stacks — and of those only the pools anyone can still attach (valid
+at the check time, quantity left). auto_attach considers no other group (it leaves out
+every group offering nothing still needed that is not a partial stack) and drops those
+pools whoever asks, so its answer is the same. Its explanation is built only for the
+consumers the job names in ``explain``, which are given every pool so that it is their
+single job's, word for word.
 
 A consumer's own problems (its facts, its entitlements, its sizes over the limits) are
 that consumer's rejection, with paths under ``consumers[i]``; the loop goes on. A job
 whose JSON does not match the contract is rejected whole at the edge, as any job is.
+
+A long heal stops between two consumers, answering those healed so far and where it
+stopped, when it has run ``heal_seconds`` or when one more answer could take the
+envelope over ``max_envelope_bytes``.
 """
 
 from __future__ import annotations
