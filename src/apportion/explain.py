@@ -245,6 +245,43 @@ def explain_auto_attach(
     return None
 
 
+def explain_heal_org(result: Mapping[str, Any], out: Path | None, console: Console) -> Path | None:
+    """One line per consumer (compliance before → after, what it attached), then the
+    picks of each consumer the job asked to explain (its ``explain`` list). Lines naming
+    consumers are not read as markup: uuids are the caller's text."""
+    _no_picture("heal_org", out)
+    summary = result["summary"]
+    console.print(
+        f"  {summary['answered']} of {summary['consumers']} consumers: "
+        f"{summary['healed']} healed, {summary['already_compliant']} already compliant, "
+        f"{summary['still_not_compliant']} still not compliant, {summary['rejected']} rejected"
+    )
+    if not summary["complete"]:
+        console.print(
+            f"  stopped at consumer {summary['stopped_at']} ({summary['stopped_reason']})"
+        )
+    for answer in result["consumers"]:
+        who = f"  [{answer['index']}] {answer['consumer']}"
+        if answer["status"] != "ok":
+            console.print(f"{who}: rejected — {answer['error']['message']}", markup=False)
+            continue
+        before = answer["compliance_before"]["status"]
+        after = answer["compliance_after"]["status"]
+        console.print(
+            f"{who}: {before} → {after}, attach {answer['pool_quantities']}", markup=False
+        )
+        if "explanation" in answer:
+            console.print(
+                f"      covered {answer['covered_products']}, "
+                f"uncovered {answer['uncovered_products']}"
+            )
+            for pick in answer["explanation"].get("picks", []):
+                console.print(f"      pick {pick['order']}: {pick['group']} — {pick['decided_by']}")
+    if summary["pools_exhausted"]:
+        console.print(f"  pools exhausted: {', '.join(summary['pools_exhausted'])}")
+    return None
+
+
 def explain_guest_host_attach(
     result: Mapping[str, Any], out: Path | None, console: Console
 ) -> Path | None:

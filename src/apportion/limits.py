@@ -25,6 +25,13 @@ class Limits(BaseModel):
     max_pools: int = Field(50_000, gt=0)
     max_products: int = Field(10_000, gt=0)
     max_entitlements: int = Field(50_000, gt=0)
+    # heal_org: consumers per job (each also within the attach limits above).
+    max_heal_consumers: int = Field(20_000, gt=0)
+    # heal_org: wall time the loop over consumers may take; the answer then holds the
+    # consumers healed so far and where it stopped. Keep it below the attach queue's
+    # soft time limit (60 s by default), which would answer the job rejected/time_limit
+    # with nothing healed: the rest of the limit reads the job and writes the answer.
+    heal_seconds: float = Field(45.0, gt=0)
     # launch_select
     max_providers: int = Field(100_000, gt=0)
     max_request_length: int = Field(16_384, gt=0)
@@ -87,6 +94,8 @@ LIMIT_CODES: Final[dict[str, str | None]] = {
     "max_pools": "limit_exceeded",
     "max_products": "limit_exceeded",
     "max_entitlements": "limit_exceeded",
+    "max_heal_consumers": "limit_exceeded",
+    "heal_seconds": None,  # the consumers healed so far are answered (summary.stopped_at)
     "max_providers": "too_large",
     "max_request_length": "too_large",
     "max_request_groups": "too_large",
@@ -103,8 +112,9 @@ LIMIT_CODES: Final[dict[str, str | None]] = {
     "max_string_length": "too_large",
     "max_json_depth": "too_deep",
     "max_json_items": "too_large",
-    # launch_select drops candidates to stay under it; any other kind's answer over it
-    # is replaced by the worker (workers/results) with rejected/result_too_large.
+    # launch_select drops candidates and heal_org consumers to stay under it; any other
+    # kind's answer over it is replaced by the worker (workers/results) with
+    # rejected/result_too_large.
     "max_envelope_bytes": "result_too_large",
     "max_event_skew_seconds": "in_the_future",
     "yaql_max_memory_mib": "bad_expression",

@@ -19,7 +19,7 @@ def test_the_demo_runs_real_jobs_through_an_in_process_worker_without_redis() ->
     assert "infeasible" in out
     assert "rejected" in out
     assert "result events" in out
-    for kind in ("auto_attach", "guest_host_attach", "launch_select", "launch_outcome"):
+    for kind in ("auto_attach", "guest_host_attach", "heal_org", "launch_select", "launch_outcome"):
         assert kind in out
     assert "failure-penalty dynamics" in out
 

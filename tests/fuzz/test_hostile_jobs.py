@@ -58,6 +58,18 @@ def test_hostile_guest_host_attach_jobs_are_answered(job: Any) -> None:
     answered(run("guest_host_attach", job, CTX))
 
 
+@settings(FAST, max_examples=600)
+@given(mutated("heal_org.json"))
+def test_hostile_heal_org_jobs_are_answered(job: Any) -> None:
+    env = run("heal_org", job, CTX)
+
+    answered(env)
+    if env.status == "ok":
+        assert env.result is not None
+        for answer in env.result["consumers"]:
+            assert answer["status"] in ("ok", "rejected")
+
+
 @FAST
 @given(st.one_of(mutated("launch_select.candidates.json"), mutated("launch_select.json")))
 def test_hostile_launch_select_jobs_are_answered(job: Any) -> None:
@@ -107,7 +119,14 @@ def test_hostile_launch_outcome_events_are_answered(job: Any) -> None:
 @settings(FAST, max_examples=400)
 @given(
     st.sampled_from(
-        ["auto_attach", "guest_host_attach", "launch_select", "partition", "launch_outcome"]
+        [
+            "auto_attach",
+            "guest_host_attach",
+            "heal_org",
+            "launch_select",
+            "partition",
+            "launch_outcome",
+        ]
     ),
     hostile_values,
 )

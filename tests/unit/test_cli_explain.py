@@ -61,3 +61,16 @@ def test_a_picture_without_matplotlib_says_how_to_install_the_plot_extra_in_the_
         "`.venv/bin/pip install -e '.[plot]'` (or `scripts/bootstrap dev`)\n"
     )
     assert not out.exists()
+
+
+def test_explain_of_a_heal_answer_shows_each_consumer_and_the_picks_of_the_one_asked_for(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["explain", str(EXAMPLES / "heal_org.envelope.json")]) == 0
+    out = capsys.readouterr().out
+
+    assert "[1] server-2: invalid → valid, attach {'rhel-2s': 4}" in out
+    assert "[4] guest-b: invalid → invalid, attach {}" in out
+    # server-3 is in the job's `explain` list: why it got the single pool.
+    assert "pick 1: pool:rhel-unlimited-sockets — only candidate" in out
+    assert out.count("pick ") == 1

@@ -50,14 +50,15 @@ def test_the_cli_names_the_built_in_kinds_of_the_registry_in_its_order() -> None
     assert tuple(kind.name for kind in BUILTIN) == KIND_NAMES
     assert tuple(k.name for k in BUILTIN if k.summary.startswith("(event)")) == EVENT_KIND_NAMES
     assert KIND_HELP == (
-        "job kind: auto_attach, guest_host_attach, launch_select, partition, launch_outcome"
+        "job kind: auto_attach, guest_host_attach, heal_org, launch_select, partition, "
+        "launch_outcome"
     )
 
 
 def test_the_top_level_help_names_every_job_kind_and_the_event() -> None:
     assert DESCRIPTION.startswith(
-        "Allocation worker: answers auto_attach, guest_host_attach, launch_select and "
-        "partition jobs and records launch_outcome events, "
+        "Allocation worker: answers auto_attach, guest_host_attach, heal_org, launch_select "
+        "and partition jobs and records launch_outcome events, "
     )
     assert build_parser().description == DESCRIPTION
 

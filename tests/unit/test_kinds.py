@@ -38,6 +38,7 @@ def test_the_builtin_kinds_keep_their_task_names_and_queues() -> None:
     assert routes == {
         "apportion.auto_attach": "attach",
         "apportion.guest_host_attach": "attach",
+        "apportion.heal_org": "attach",
         "apportion.launch_select": "launch",
         "apportion.partition": "partition",
         "apportion.launch_outcome": "events",

@@ -93,6 +93,12 @@ def attach(pools: int = 1, products: int = 1, entitlements: int = 0) -> dict[str
     }
 
 
+def heal(consumers: int = 1) -> dict[str, Any]:
+    job = attach()
+    entry = {"consumer": job["consumer"]}
+    return {"pools": job["pools"], "consumers": [entry] * consumers}
+
+
 def outcome(ahead: timedelta) -> dict[str, Any]:
     at = (NOW + ahead).isoformat().replace("+00:00", "Z")
     return {"event_id": "e1", "account": "a", "outcome": "failed", "at": at}
@@ -137,6 +143,18 @@ CASES: dict[str, Case] = {
         "auto_attach",
         (Limits(max_entitlements=1), attach(entitlements=1)),
         (Limits(max_entitlements=1), attach(entitlements=2)),
+    ),
+    "max_heal_consumers": Case(
+        "heal_org",
+        (Limits(max_heal_consumers=2), heal(2)),
+        (Limits(max_heal_consumers=2), heal(3)),
+    ),
+    "heal_seconds": same_job(
+        "heal_org",
+        heal(2),
+        Limits(heal_seconds=60),
+        Limits(heal_seconds=1e-9),
+        cut_short=lambda over: over.result["summary"]["stopped_at"] == 1,
     ),
     "max_providers": Case(
         "launch_select", (Limits(max_providers=2), launch(2)), (Limits(max_providers=2), launch(3))

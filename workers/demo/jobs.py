@@ -326,3 +326,47 @@ AUTO_ATTACH_JOBS: list[DemoJob] = [job for job in ATTACH_JOBS if job[0] == "auto
 GUEST_HOST_ATTACH_JOBS: list[DemoJob] = [
     job for job in ATTACH_JOBS if job[0] == "guest_host_attach"
 ]
+
+
+def _heal_consumer(uuid: str, sockets: str) -> dict[str, object]:
+    facts = {"cpu.cpu_socket(s)": sockets, "uname.machine": "x86_64"}
+    return {"consumer": {"uuid": uuid, "facts": facts, "installed_products": ["rhel"]}}
+
+
+HEAL_ORG_JOBS: list[DemoJob] = [
+    (
+        "heal_org",
+        "heal an organisation: servers share a 6-entitlement stack; the third finds it "
+        "used up and takes the single pool, the fourth finds nothing left",
+        {
+            "job_id": "demo-heal-org",
+            "rules": "candlepin-5.44",
+            "pools": [
+                {
+                    "id": "rhel-2s",
+                    "product_id": "rhel-2-socket",
+                    "quantity": 6,
+                    "product_attributes": {
+                        "sockets": "2",
+                        "stacking_id": "rhel",
+                        "multi-entitlement": "yes",
+                    },
+                    "provided_products": ["rhel"],
+                },
+                {
+                    "id": "rhel-premium",
+                    "product_id": "rhel-premium",
+                    "quantity": 1,
+                    "product_attributes": {"support_level": "Premium"},
+                    "provided_products": ["rhel"],
+                },
+            ],
+            "consumers": [
+                _heal_consumer("server-1", "4"),
+                _heal_consumer("server-2", "8"),
+                _heal_consumer("server-3", "2"),
+                _heal_consumer("server-4", "2"),
+            ],
+        },
+    ),
+]

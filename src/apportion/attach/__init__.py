@@ -14,7 +14,8 @@ Modules, in the order the algorithm uses them:
   (:mod:`.select_indexed` follows the same scan for very large selections);
 * :mod:`.explain` — the explanation for support engineers;
 * :mod:`.inputs` — limits and field checks of a job;
-* :mod:`.autoattach` / :mod:`.guest` — the two job kinds.
+* :mod:`.autoattach` / :mod:`.guest` — the two job kinds;
+* :mod:`.heal` — heal_org: auto_attach for every consumer of an organisation in turn.
 
 Pure: no I/O, no clock (the check time is the job's ``at`` or ``ctx.now``).
 """
@@ -23,5 +24,6 @@ from __future__ import annotations
 
 from apportion.attach.autoattach import solve_auto_attach
 from apportion.attach.guest import solve_guest_host_attach
+from apportion.attach.heal import solve_heal_org
 
-__all__ = ["solve_auto_attach", "solve_guest_host_attach"]
+__all__ = ["solve_auto_attach", "solve_guest_host_attach", "solve_heal_org"]

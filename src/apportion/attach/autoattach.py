@@ -211,6 +211,8 @@ def run_attach(inp: AttachInput) -> AttachOutcome:
     quantities, covered = _quantities(picks)
     covered_list = tuple(p for p in needs.to_cover if p in covered)
     uncovered = tuple(p for p in needs.to_cover if p not in covered)
+    if not inp.explain:
+        return AttachOutcome(quantities, covered_list, uncovered, tuple(picks))
     not_needed = [k for k in offers.groups if k not in still]
     record = RunRecord(
         needs, offers, dropped, not_needed, groups, picks, quantities, covered_list, uncovered

@@ -50,6 +50,8 @@ class AttachInput:
     profile: RuleProfile
     consider_derived: bool = False
     host_uuid: str | None = None
+    # Whether to build the explanation (heal_org builds it only for the consumers asked).
+    explain: bool = True
 
 
 def reject_if(log: ProblemLog) -> None:

@@ -28,7 +28,7 @@ STATUS_EXIT = {"ok": EXIT_OK, "infeasible": EXIT_INFEASIBLE, "rejected": EXIT_RE
 # The built-in kinds, written out: reading the registry (apportion.kinds) imports pydantic
 # and the contracts, which `apportion --help` must not wait for. A unit test holds these
 # to the registry (an event kind's summary starts with "(event)").
-JOB_KIND_NAMES = ("auto_attach", "guest_host_attach", "launch_select", "partition")
+JOB_KIND_NAMES = ("auto_attach", "guest_host_attach", "heal_org", "launch_select", "partition")
 EVENT_KIND_NAMES = ("launch_outcome",)
 KIND_NAMES = JOB_KIND_NAMES + EVENT_KIND_NAMES
 KIND_HELP = f"job kind: {', '.join(KIND_NAMES)}"

@@ -9,6 +9,7 @@ from apportion.contracts.attach import (
     GuestHostAttachResult,
 )
 from apportion.contracts.events import LaunchOutcomeJob, LaunchOutcomeResult
+from apportion.contracts.heal import HealOrgJob, HealOrgResult
 from apportion.contracts.launch import LaunchSelectJob, LaunchSelectResult
 from apportion.contracts.partition import PartitionJob, PartitionResult
 from apportion.kinds.spec import JobKind
@@ -39,6 +40,22 @@ GUEST_HOST_ATTACH = JobKind(
     time_limit=90,
     explain="apportion.explain:explain_guest_host_attach",
     demo_jobs="apportion.workers.demo.jobs:GUEST_HOST_ATTACH_JOBS",
+)
+
+HEAL_ORG = JobKind(
+    name="heal_org",
+    summary="auto_attach for every consumer of an organisation in turn, each seeing the "
+    "pools the earlier ones consumed (Candlepin's heal-entire-org loop)",
+    job=HealOrgJob,
+    result=HealOrgResult,
+    solver="apportion.attach:solve_heal_org",
+    queue="attach",
+    # The attach queue's limits, so that an operator's limits for the queue keep working;
+    # the loop answers what it healed by Limits.heal_seconds, below the soft limit.
+    soft_time_limit=60,
+    time_limit=90,
+    explain="apportion.explain:explain_heal_org",
+    demo_jobs="apportion.workers.demo.jobs:HEAL_ORG_JOBS",
 )
 
 LAUNCH_SELECT = JobKind(
@@ -89,6 +106,7 @@ LAUNCH_OUTCOME = JobKind(
 BUILTIN: tuple[JobKind, ...] = (
     AUTO_ATTACH,
     GUEST_HOST_ATTACH,
+    HEAL_ORG,
     LAUNCH_SELECT,
     PARTITION,
     LAUNCH_OUTCOME,

@@ -1,0 +1,420 @@
+"""heal_org: auto_attach for every consumer of an organisation, in turn.
+
+Candlepin's HealEntireOrgJob loops over the owner's consumers and auto-attaches each;
+the bind raises each chosen pool's ``consumed``, so the next consumer sees less, and one
+consumer's failure is logged while the loop goes on. This answers exactly what
+auto_attach answers consumer by consumer in the given order, each job carrying the
+pools' ``consumed`` as raised by the earlier consumers.
+
+What the loop repeats is done once: the organisation's pools are checked once (a bad
+pool rejects the whole job: every consumer shares it), each pool is read once, on first
+use, and pools are indexed by group (stack or pool), product, role and addon. A
+consumer's attach is given only the groups that can matter to it — those with a pool
+providing a product it still needs, matching its role or one of its addons, or being
+one of its partial stacks — and of those only the pools anyone can still attach (valid
+at the check time, quantity left). auto_attach considers no other group (it leaves out
+every group offering nothing still needed that is not a partial stack) and drops those
+pools whoever asks, so its answer is the same. Its explanation is built only for the
+consumers the job names in ``explain``, which are given every pool so that it is their
+single job's, word for word.
+
+A consumer's own problems (its facts, its entitlements, its sizes over the limits) are
+that consumer's rejection, with paths under ``consumers[i]``; the loop goes on. A job
+whose JSON does not match the contract is rejected whole at the edge, as any job is.
+
+A long heal stops between two consumers, answering those healed so far and where it
+stopped, when it has run ``heal_seconds`` or when one more answer could take the
+envelope over ``max_envelope_bytes``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from apportion.attach.autoattach import AttachInput, run_attach
+from apportion.attach.compliance import (
+    AttachedEntitlement,
+    ComplianceView,
+    CoverageContext,
+    compute_compliance,
+)
+from apportion.attach.facts import ConsumerProfile
+from apportion.attach.inputs import (
+    check_limits,
+    check_pool_list,
+    check_time,
+    read_compliance,
+    read_consumer,
+    read_entitlements,
+    reject_if,
+)
+from apportion.attach.needs import products_to_cover
+from apportion.attach.pools import PoolView, as_utc, view_pool
+from apportion.attach.priority import PROFILES, RuleProfile
+from apportion.attach.values import ProblemLog, split_values
+from apportion.codec import encode
+from apportion.contracts.attach import Pool
+from apportion.contracts.heal import (
+    ComplianceSummary,
+    HealConsumer,
+    HealConsumerResult,
+    HealOrgJob,
+    HealOrgResult,
+    HealSummary,
+)
+from apportion.errors import DomainError, Problem
+from apportion.limits import Limits, env_name, over_limit
+
+if TYPE_CHECKING:
+    from apportion.engine import Context
+
+GroupKey = tuple[str, str]  # ("stack", stacking_id) or ("pool", pool id), as in .offers
+
+
+class Estate:
+    """The organisation's pools, read once and indexed, with ``consumed`` as it rises."""
+
+    __slots__ = (
+        "_groups",
+        "_live",
+        "_views",
+        "by_addon",
+        "by_product",
+        "by_role",
+        "consumed",
+        "pools",
+    )
+
+    def __init__(self, pools: Sequence[Pool], at: datetime) -> None:
+        self.pools = pools
+        # Each pool's view as it stands (its consumed raised by the binds so far); read on
+        # first use.
+        self._views: list[PoolView | None] = [None] * len(pools)
+        # Whether a pool can still be attached by anyone: valid at the check time, with
+        # quantity left. auto_attach drops the others whoever asks (its date and quantity
+        # filters), so they are left out before its other, consumer-dependent, filters.
+        self._live: list[bool] = [
+            _on_date(pool, at) and not _used_up(pool.quantity, pool.consumed) for pool in pools
+        ]
+        # Positions of each group's pools, in input order.
+        self._groups: dict[GroupKey, list[int]] = {}
+        self.by_product: dict[str, set[GroupKey]] = {}
+        self.by_role: dict[str, set[GroupKey]] = {}
+        self.by_addon: dict[str, set[GroupKey]] = {}
+        # The consumed of every pool an earlier consumer attached, by position.
+        self.consumed: dict[int, int] = {}
+        for position, pool in enumerate(pools):
+            pattrs = pool.product_attributes
+            stacking = pattrs.get("stacking_id")
+            key = ("stack", stacking) if stacking is not None else ("pool", pool.id)
+            self._groups.setdefault(key, []).append(position)
+            for product in (pool.product_id, *pool.provided_products):
+                self.by_product.setdefault(product, set()).add(key)
+            # Roles and addons as either reading finds them (the product's, the pool's):
+            # a superset of what the rules match is harmless, they check again.
+            for name, index in (("roles", self.by_role), ("addons", self.by_addon)):
+                for raw in (pattrs.get(name), pool.attributes.get(name)):
+                    for value in split_values(raw):
+                        index.setdefault(value, set()).add(key)
+
+    def view(self, position: int) -> PoolView:
+        found = self._views[position]
+        if found is None:
+            found = self._views[position] = view_pool(self.pools[position], position)
+        return found
+
+    def relevant(
+        self,
+        consumer: ConsumerProfile,
+        to_cover: Iterable[str],
+        partial_stacks: Iterable[str],
+    ) -> list[PoolView]:
+        """The live pools of every group that can matter to the consumer, in input order."""
+        keys: set[GroupKey] = set()
+        for product in to_cover:
+            keys |= self.by_product.get(product, set())
+        if consumer.role is not None:
+            keys |= self.by_role.get(consumer.role.strip().lower(), set())
+        for addon in consumer.addons:
+            keys |= self.by_addon.get(addon.lower(), set())
+        keys |= {("stack", sid) for sid in partial_stacks}
+        groups, live, view = self._groups, self._live, self.view
+        positions = sorted(p for key in keys for p in groups.get(key, ()) if live[p])
+        return [view(p) for p in positions]
+
+    def everything(self) -> list[PoolView]:
+        return [self.view(p) for p in range(len(self.pools))]
+
+    def attach(self, positions: dict[str, int], quantities: dict[str, int]) -> None:
+        """The bind: raise each chosen pool's consumed by the quantity attached."""
+        for pool_id, quantity in quantities.items():
+            position = positions[pool_id]
+            current = self.view(position)
+            consumed = current.consumed + quantity
+            self.consumed[position] = consumed
+            self._views[position] = current._replace(consumed=consumed)
+            if _used_up(current.quantity, consumed):
+                self._live[position] = False
+
+
+def _on_date(pool: Pool, at: datetime) -> bool:
+    start, end = as_utc(pool.start_date), as_utc(pool.end_date)
+    return (start is None or start <= at) and (end is None or end >= at)
+
+
+def _used_up(quantity: int, consumed: int) -> bool:
+    return quantity >= 0 and consumed >= quantity
+
+
+def status(compliance: ComplianceView) -> ComplianceSummary:
+    """Candlepin's ComplianceStatus: invalid while an installed product is not covered,
+    partial while one is partly covered or a stack is incomplete, else valid."""
+    if compliance.non_compliant:
+        label = "invalid"
+    elif compliance.partially_compliant or compliance.partial_stacks:
+        label = "partial"
+    else:
+        label = "valid"
+    return {
+        "status": label,  # type: ignore[typeddict-item]
+        "compliant_products": list(compliance.compliant),
+        "partially_compliant_products": list(compliance.partially_compliant),
+        "non_compliant_products": list(compliance.non_compliant),
+        "partial_stacks": list(compliance.partial_stacks),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """What every consumer's attach shares."""
+
+    estate: Estate
+    positions: dict[str, int]
+    at: datetime
+    profile: RuleProfile
+    limits: Limits
+    explain: frozenset[str]
+
+
+def _heal_one(run: _Run, entry: HealConsumer, path: str, index: int) -> HealConsumerResult:
+    """One consumer's auto_attach over the estate as it stands; raises its rejection."""
+    limits = run.limits
+    check_limits(
+        limits,
+        consumers=[(f"{path}.consumer", entry.consumer)],
+        pools=("pools", ()),
+        entitlements=[(f"{path}.entitlements", entry.entitlements)],
+        products=(f"{path}.products", entry.products),
+    )
+    log = ProblemLog.new()
+    consumer = read_consumer(entry.consumer, f"{path}.consumer", log)
+    entitlements = read_entitlements(entry.entitlements, f"{path}.entitlements", log)
+    reject_if(log)
+    at = run.at
+    compliance = read_compliance(None, consumer, entitlements, at, f"{path}.entitlements", log)
+    to_cover = products_to_cover(entry.products, consumer, compliance)
+    explain = entry.consumer.uuid in run.explain
+    estate = run.estate
+    # A consumer asked to be explained is given every pool, so that its explanation is
+    # the single job's, word for word (what was dropped and why included).
+    pools = (
+        estate.everything()
+        if explain
+        else estate.relevant(consumer, to_cover, compliance.partial_stacks)
+    )
+    outcome = run_attach(
+        AttachInput(
+            consumer=consumer,
+            pools=pools,
+            products=entry.products,
+            compliance=compliance,
+            entitlements=entitlements,
+            at=at,
+            profile=run.profile,
+            host_uuid=entry.host_uuid,
+            explain=explain,
+        )
+    )
+    quantities = outcome.pool_quantities
+    after = _after(consumer, entitlements, quantities, run, at)
+    run.estate.attach(run.positions, quantities)
+    answer: HealConsumerResult = {
+        "index": index,
+        "consumer": entry.consumer.uuid,
+        "status": "ok",
+        "pool_quantities": quantities,
+        "covered_products": list(outcome.covered),
+        "uncovered_products": list(outcome.uncovered),
+        "compliance_before": status(compliance),
+        "compliance_after": status(after),
+    }
+    if explain:
+        answer["explanation"] = outcome.explanation
+    return answer
+
+
+def _after(
+    consumer: ConsumerProfile,
+    entitlements: Sequence[AttachedEntitlement],
+    quantities: dict[str, int],
+    run: _Run,
+    at: datetime,
+) -> ComplianceView:
+    """The consumer's compliance with what it just attached (dated as its pools are)."""
+    if not quantities:
+        return compute_compliance(CoverageContext(consumer), consumer.installed, entitlements, at)
+    estate, positions = run.estate, run.positions
+    added = [
+        AttachedEntitlement(
+            id=f"heal:{pool_id}",
+            view=estate.view(positions[pool_id]),
+            quantity=quantity,
+            start=None,
+            end=None,
+        )
+        for pool_id, quantity in quantities.items()
+    ]
+    return compute_compliance(
+        CoverageContext(consumer), consumer.installed, [*entitlements, *added], at
+    )
+
+
+def _rejection(index: int, entry: HealConsumer, exc: DomainError) -> HealConsumerResult:
+    problems: Sequence[Problem] = getattr(exc, "problems", ())
+    return {
+        "index": index,
+        "consumer": entry.consumer.uuid,
+        "status": "rejected",
+        "error": {
+            "code": exc.code,
+            "message": exc.message,
+            "details": [{"path": p.path, "message": p.message} for p in problems],
+        },
+    }
+
+
+def _check_consumers(job: HealOrgJob, limits: Limits) -> None:
+    count = len(job.consumers)
+    if count > limits.max_heal_consumers:
+        field = "max_heal_consumers"
+        raise over_limit(
+            field,
+            Problem(
+                "consumers",
+                f"{count} consumers exceed the limit of {limits.max_heal_consumers} per job "
+                f"(raise {env_name(field)}, or split the organisation into several jobs)",
+            ),
+        )
+
+
+def solve_heal_org(job: HealOrgJob, ctx: Context) -> HealOrgResult:
+    """auto_attach for each consumer in order, each seeing what the earlier ones took."""
+    limits = ctx.limits
+    # Wall time, read here rather than from ctx.now: a long loop stops in time and
+    # answers what it has healed (heal_seconds), rather than being killed by the task's
+    # soft time limit with nothing.
+    started = time.monotonic()
+    _check_consumers(job, limits)
+    check_limits(limits, consumers=[], pools=("pools", job.pools), entitlements=[])
+    log = ProblemLog.new()
+    pools = check_pool_list(job.pools, "pools", log, limits)
+    reject_if(log)
+    at = check_time(job.at, ctx.now)
+    estate = Estate(pools, at)
+    run = _Run(
+        estate=estate,
+        positions={pool.id: i for i, pool in enumerate(pools)},
+        at=at,
+        profile=PROFILES[job.rules],
+        limits=limits,
+        explain=frozenset(job.explain),
+    )
+    answers: list[HealConsumerResult] = []
+    stopped: tuple[int, str] | None = None
+    size = _Size(limits.max_envelope_bytes)
+    for index, entry in enumerate(job.consumers):
+        if index and time.monotonic() - started > limits.heal_seconds:
+            stopped = (index, "heal_seconds")
+            break
+        if index and not size.room():
+            stopped = (index, "max_envelope_bytes")
+            break
+        before = len(estate.consumed)
+        try:
+            answer = _heal_one(run, entry, f"consumers[{index}]", index)
+        except DomainError as exc:
+            answer = _rejection(index, entry, exc)
+        answers.append(answer)
+        size.add(answer, pools, list(estate.consumed)[before:])
+    consumed = {pools[p].id: value for p, value in sorted(estate.consumed.items())}
+    return {
+        "consumers": answers,
+        "consumed": consumed,
+        "summary": _summary(job, answers, estate, stopped),
+    }
+
+
+class _Size:
+    """The answer's size as JSON so far, so that the loop stops before the envelope would
+    be over ``max_envelope_bytes`` (the worker would answer it rejected/result_too_large,
+    losing what was healed): the consumers healed until then are answered."""
+
+    # The envelope around the result, the summary's counts, and room for the next
+    # consumer: twice the largest answer so far.
+    SLACK = 4096
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.total = self.SLACK
+        self.largest = 0
+
+    def add(self, answer: HealConsumerResult, pools: Sequence[Pool], touched: list[int]) -> None:
+        size = len(encode(answer)) + 1
+        self.largest = max(self.largest, size)
+        # Each pool touched is in `consumed`, and may be in `pools_exhausted`.
+        self.total += size + sum(2 * len(pools[p].id) + 32 for p in touched)
+
+    def room(self) -> bool:
+        return self.total + 2 * self.largest <= self.limit
+
+
+def _summary(
+    job: HealOrgJob,
+    answers: list[HealConsumerResult],
+    estate: Estate,
+    stopped: tuple[int, str] | None,
+) -> HealSummary:
+    healed = already = still = rejected = attached = 0
+    for answer in answers:
+        if answer["status"] != "ok":
+            rejected += 1
+            continue
+        before = answer["compliance_before"]["status"] == "valid"
+        after = answer["compliance_after"]["status"] == "valid"
+        already += before
+        healed += after and not before
+        still += not after
+        attached += sum(answer["pool_quantities"].values())
+    pools = estate.pools
+    exhausted = [
+        pools[p].id
+        for p, value in sorted(estate.consumed.items())
+        if pools[p].quantity >= 0 and value >= pools[p].quantity
+    ]
+    return {
+        "consumers": len(job.consumers),
+        "answered": len(answers),
+        "healed": healed,
+        "already_compliant": already,
+        "still_not_compliant": still,
+        "rejected": rejected,
+        "entitlements_attached": attached,
+        "pools_exhausted": exhausted,
+        "complete": stopped is None,
+        "stopped_at": None if stopped is None else stopped[0],
+        "stopped_reason": None if stopped is None else stopped[1],
+    }
