@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from apportion.attach.autoattach import AttachInput, run_attach
+from apportion.attach.autoattach import run_attach
 from apportion.attach.compliance import (
     AttachedEntitlement,
     ComplianceView,
@@ -44,6 +44,7 @@ from apportion.attach.compliance import (
 )
 from apportion.attach.facts import ConsumerProfile
 from apportion.attach.inputs import (
+    AttachInput,
     check_limits,
     check_pool_list,
     check_time,
@@ -70,7 +71,7 @@ from apportion.errors import DomainError, Problem
 from apportion.limits import Limits, env_name, over_limit
 
 if TYPE_CHECKING:
-    from apportion.engine import Context
+    from apportion.context import Context
 
 GroupKey = tuple[str, str]  # ("stack", stacking_id) or ("pool", pool id), as in .offers
 
