@@ -97,13 +97,14 @@ class FailureStore:
         self._script = client.register_script(_RECORD)
 
     def record(self, event: LaunchOutcomeJob, now: datetime) -> Recorded:
-        at = event.at.timestamp()
+        when = event.at or now  # an event without a time happened now
+        at = when.timestamp()
         oldest = now.timestamp() - self.retention_seconds
         fields = {
             "event_id": event.event_id,
             "account": event.account,
             "outcome": event.outcome,
-            "at": event.at.isoformat(),
+            "at": when.isoformat(),
             "job_id": event.job_id or "",
             "reason": event.reason or "",
         }
@@ -174,7 +175,7 @@ class MemoryFailureStore:
             self._seen.add(event.event_id)
             if event.outcome == "failed":
                 oldest = now.timestamp() - self.retention_seconds
-                at = event.at.timestamp()
+                at = (event.at or now).timestamp()
                 if at >= oldest:
                     kept = [e for e in self.failures.get(event.account, []) if e[0] >= oldest]
                     newest = sorted([*kept, (at, event.event_id)])[-self.max_per_account :]
