@@ -16,7 +16,7 @@ Then, in it, exactly the README's commands:
    (`npm ci` from the registry), Flower with its credentials.
 
 The only departures, all for running beside other tests on a shared machine: the README
-says `scripts/ensure-redis 6379` (a redis-server on 127.0.0.1:6379) and exports its URL
+says `scripts/ensure-redis` (a redis-server on 127.0.0.1:6379) and exports its URL
 as APPORTION_REDIS_URL; this test uses its own redis-server on a free port instead, in
 APPORTION_REDIS_URL for every command, and the ports 9101 and 5555 are replaced by free
 ones. The "second terminal" and "third terminal" lines run in the background.
@@ -144,12 +144,13 @@ def test_the_readme_is_a_users_page_of_at_most_250_lines() -> None:
 
 def test_the_first_hour_puts_the_redis_it_starts_in_apportion_redis_url() -> None:
     lines = [command(line) for line in first_hour()]
-    ensure = next(line for line in lines if line.startswith("scripts/ensure-redis"))
+    ensure = next(line for line in lines if line.startswith("scripts/ensure-redis")).split()
     url = next(line for line in lines if line.startswith(f"export {REDIS_URL}="))
-    port = ensure.split()[1]
+    # scripts/ensure-redis [--port PORT], 6379 by default.
+    port = ensure[ensure.index("--port") + 1] if "--port" in ensure else "6379"
 
     # The export comes right after the Redis it names, before anything that reads it.
-    assert lines.index(url) == lines.index(ensure) + 1
+    assert lines.index(url) == lines.index(" ".join(ensure)) + 1
     assert url == f"export {REDIS_URL}=redis://127.0.0.1:{port}/0"
 
 
