@@ -293,3 +293,25 @@ def test_the_pages_queue_item_passes_the_gate() -> None:
 
     assert isinstance(verdict, Deliver), verdict
     assert verdict.verdict is None
+
+
+def test_the_pages_shell_recipe_sends_a_job_and_prints_its_stored_answer(
+    worker: Worker, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    script = tmp_path / "send-job.sh"
+    script.write_text(code_block("shell-producer"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("APPORTION_")}
+
+    proc = subprocess.run(
+        ["bash", "-eu", str(script)],
+        env={**env, "APPORTION_REDIS_URL": redis_server.url},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert proc.returncode == 0, proc.stderr
+    stored = json.loads(proc.stdout.splitlines()[-1])
+    assert stored["status"] == "SUCCESS"
+    assert stored["result"]["job_id"] == "from-the-shell-1"
+    assert stored["result"]["status"] == "ok"
