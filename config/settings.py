@@ -58,98 +58,314 @@ class Settings(EngineSettings):
     # ssl_certfile, ssl_keyfile in the query), or Sentinel:
     # sentinel://h1:26379/0;sentinel://h2:26379 with sentinel_master (the database on the
     # first URL: every client reads it there).
-    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_url: str = Field(
+        "redis://127.0.0.1:6379/0",
+        description=(
+            "The Redis every part uses: broker, result backend, result streams, stores. "
+            "`redis://[user:password@]host:port/db`, `rediss://…` (TLS: `ssl_cert_reqs`, "
+            "`ssl_ca_certs`, `ssl_certfile`, `ssl_keyfile` in the query) or "
+            "`sentinel://h1:26379/0;sentinel://h2:26379` with `APPORTION_SENTINEL_MASTER`"
+        ),
+    )
     # Broker and result backend default to redis_url; split them when operators want to.
-    broker_url: str | None = None
-    result_backend: str | None = None
+    broker_url: str | None = Field(
+        None,
+        description="The broker only, to split it from `APPORTION_REDIS_URL`. Unset: the Redis URL",
+    )
+    result_backend: str | None = Field(
+        None,
+        description=(
+            "The Celery result backend only, to split it from `APPORTION_REDIS_URL`. Unset: the "
+            "Redis URL"
+        ),
+    )
     # With sentinel:// URLs: the master's name, as the sentinels monitor it.
-    sentinel_master: str | None = Field(None, min_length=1)
+    sentinel_master: str | None = Field(
+        None,
+        min_length=1,
+        description=(
+            "With `sentinel://` URLs: the name of the master the sentinels monitor "
+            "(docs/operations.md, Sentinel)"
+        ),
+    )
     # The sentinels' own password (their requirepass), if they have one. A password in
     # the URL (sentinel://:secret@h1:26379) is the master's and its replicas'.
-    sentinel_password: SecretStr | None = None
+    sentinel_password: SecretStr | None = Field(
+        None,
+        description=(
+            "The sentinels' own password, when they have one (a password in the URL is the "
+            "master's and its replicas')"
+        ),
+    )
 
     # Seconds Redis waits for an ack before redelivering a message to another worker.
-    visibility_timeout: int = Field(3600, gt=0)
+    visibility_timeout: int = Field(
+        3600,
+        gt=0,
+        description=(
+            "Seconds before a job taken but not acknowledged is given to another worker; must "
+            "exceed every hard time limit"
+        ),
+    )
     # How often workers sweep for messages whose visibility timeout has passed (kombu).
-    unacked_restore_interval: int = Field(10, gt=0)
+    unacked_restore_interval: int = Field(
+        10,
+        gt=0,
+        description=(
+            "Seconds between a worker's sweeps for jobs whose visibility timeout has passed"
+        ),
+    )
     # Per queue: APPORTION_TIME_LIMITS__PARTITION__HARD=120. Defaults come from the job
     # kinds on the queue (apportion.kinds); an unknown queue name is refused at start-up.
-    time_limits: dict[str, TimeLimitOverride] = Field(default_factory=dict)
-    result_expires: int = Field(86_400, gt=0, description="seconds results stay in the backend")
+    time_limits: dict[str, TimeLimitOverride] = Field(
+        default_factory=dict,
+        description=(
+            "Soft and hard time limits per queue, in seconds: "
+            "`APPORTION_TIME_LIMITS__<QUEUE>__SOFT` and `__HARD`; set for a queue, they apply to "
+            "every kind on it. A job past its soft limit is answered `rejected`/`time_limit`"
+        ),
+    )
+    result_expires: int = Field(
+        86_400,
+        gt=0,
+        description=(
+            "Seconds a job's answer stays in the result backend (`celery-task-meta-<task id>`)"
+        ),
+    )
 
-    stream_prefix: str = Field("apportion", min_length=1, pattern=r"^[A-Za-z0-9_.:-]+$")
-    stream_maxlen: int = Field(100_000, gt=0, description="approximate MAXLEN of each stream")
+    stream_prefix: str = Field(
+        "apportion",
+        min_length=1,
+        pattern=r"^[A-Za-z0-9_.:-]+$",
+        description="Prefix of every key apportion writes (`apportion:results:<kind>` …)",
+    )
+    stream_maxlen: int = Field(
+        100_000,
+        gt=0,
+        description="Approximate cap of each stream, in entries (`MAXLEN ~`)",
+    )
     # Streams are trimmed by age too (MINID): an entry older than this is dropped even
     # when the stream holds fewer than stream_maxlen (the result backend keeps results
     # for result_expires; a day by default for both).
-    stream_max_age: int = Field(86_400, gt=0, description="seconds a stream entry is kept")
+    stream_max_age: int = Field(
+        86_400,
+        gt=0,
+        description=(
+            "Seconds a stream entry is kept (results, launch failures); must exceed the "
+            "visibility timeout"
+        ),
+    )
     # How long "this job's result was already published" is remembered (idempotency window).
     # Must cover the longest possible redelivery delay; a day is far beyond it.
-    dedup_ttl: int = Field(86_400, gt=0)
+    dedup_ttl: int = Field(
+        86_400,
+        gt=0,
+        description=(
+            "Seconds a job_id is remembered as answered (and its content, for "
+            "`duplicate_job_id`); must exceed the visibility timeout"
+        ),
+    )
 
-    publish_retries: int = Field(5, ge=0)
-    publish_backoff_max: int = Field(60, gt=0)
+    publish_retries: int = Field(
+        5,
+        ge=0,
+        description=(
+            "Task retries, with backoff, when the answer cannot be published (Redis down); after "
+            "them the job is requeued, never dropped"
+        ),
+    )
+    publish_backoff_max: int = Field(
+        60,
+        gt=0,
+        description="The longest wait between those retries, in seconds",
+    )
 
     # Failure history: how long launch failures are kept (must cover every
     # failure_penalty window_hours; a longer window is clamped to this).
-    failure_retention_hours: float = Field(24.0, gt=0, le=24 * 365)
+    failure_retention_hours: float = Field(
+        24.0,
+        gt=0,
+        le=24 * 365,
+        description=(
+            "Hours launch failures are kept; longer `failure_penalty` windows are clamped to it, "
+            "and an older failure is answered `recorded: false`"
+        ),
+    )
     # The newest failures kept per account (older ones are dropped first): an account
     # failing without end cannot grow its set without bound. failure_penalty saturates
     # long before (it counts failures in a window).
-    failure_history_max_per_account: int = Field(10_000, gt=0)
+    failure_history_max_per_account: int = Field(
+        10_000,
+        gt=0,
+        description="The newest launch failures kept per account",
+    )
     # Launcher hook for launch_select, a name from workers/launch/launcher.py LAUNCHERS:
     # "none" (selection only) or "simulated" (demo and benchmarks: each account fails
     # with its rate from simulated_failure_rates). Checked when the worker boots.
-    launcher: str = "none"
-    simulated_failure_rates: dict[str, float] = Field(default_factory=dict)
-    launch_attempts: int = Field(3, ge=1, le=20)
+    launcher: str = Field(
+        "none",
+        description=(
+            "`none`: selection only. `simulated`: the worker attempts each launch, records "
+            "failures and reselects (demo, benchmarks)"
+        ),
+    )
+    simulated_failure_rates: dict[str, float] = Field(
+        default_factory=dict,
+        description=(
+            'With the simulated launcher: the failure rate per account, as JSON (`{"vsphere-a": '
+            "0.7}`)"
+        ),
+    )
+    launch_attempts: int = Field(
+        3,
+        ge=1,
+        le=20,
+        description="Launch attempts per job, with a launcher",
+    )
     # The newest launch_select jobs kept for the policy studio to offer (0: none kept),
     # each at most recent_job_max_bytes of JSON (workers/studio/recent.py).
-    recent_jobs: int = Field(20, ge=0, le=1000)
-    recent_job_max_bytes: int = Field(1024 * 1024, gt=0)
+    recent_jobs: int = Field(
+        20,
+        ge=0,
+        le=1000,
+        description="The newest launch_select jobs kept for the policy studio to offer (0: none)",
+    )
+    recent_job_max_bytes: int = Field(
+        1024 * 1024,
+        gt=0,
+        description="The largest of those jobs kept, as JSON bytes",
+    )
     # The policy studio (workers/studio/): the largest job it accepts as an upload, the
     # computed deployables it keeps in memory (their JSON's size in all; a larger one
     # alone), uploads' text kept on disk to compute again, and how long a client has to
     # send a request's headers, then its body, before the connection is closed.
-    studio_max_upload_bytes: int = Field(8 * 1024 * 1024, gt=0)
-    studio_loaded_bytes: int = Field(8 * 1024 * 1024, gt=0)
-    studio_uploads_kept: int = Field(32, ge=1, le=10_000)
-    studio_header_timeout: float = Field(10.0, gt=0, le=3600)
-    studio_body_timeout: float = Field(30.0, gt=0, le=3600)
+    studio_max_upload_bytes: int = Field(
+        8 * 1024 * 1024,
+        gt=0,
+        description="The largest job the studio accepts as an upload, in bytes",
+    )
+    studio_loaded_bytes: int = Field(
+        8 * 1024 * 1024,
+        gt=0,
+        description=(
+            "The computed deployables the studio keeps in memory, by the size of their JSON "
+            "in all (a larger one is kept alone); the least recently used go first"
+        ),
+    )
+    studio_uploads_kept: int = Field(
+        32,
+        ge=1,
+        le=10_000,
+        description="Uploads whose text the studio keeps on disk, to compute again when picked",
+    )
+    studio_header_timeout: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="Seconds a studio client has to send a request's headers before it is closed",
+    )
+    studio_body_timeout: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        description="Seconds a studio client has to send a request's body (then 408 and closed)",
+    )
 
     # The policy store (workers/policies/): the newest versions kept per pool (older ones
     # are deleted as new ones are saved) and the largest policy accepted, as JSON.
-    policy_max_versions: int = Field(1000, ge=1, le=100_000)
-    policy_max_bytes: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024)
+    policy_max_versions: int = Field(
+        1000,
+        ge=1,
+        le=100_000,
+        description="Policy store: the newest versions kept per pool",
+    )
+    policy_max_bytes: int = Field(
+        64 * 1024,
+        ge=1024,
+        le=16 * 1024 * 1024,
+        description="Policy store: the largest policy accepted, as JSON bytes",
+    )
 
     # The gate in front of the pool (workers/broker/gate.py) and the dead letters.
     # A queue item as queued (base64 body and headers). Larger items are dead-lettered
     # without being decoded. Default: a job of limits.max_payload_bytes, in base64,
     # plus 1 MiB of headers.
-    max_message_bytes: int | None = Field(None, gt=0)
+    max_message_bytes: int | None = Field(
+        None,
+        gt=0,
+        description=(
+            "The largest queue item decoded, as queued (base64 body and headers); larger ones are "
+            "dead-lettered undecoded. Unset: `APPORTION_LIMITS__MAX_PAYLOAD_BYTES` × 4/3 + 1 MiB "
+            "(43.7 MiB)"
+        ),
+    )
     # Deliveries of one message that ended without an answer (its worker died) before
     # the next delivery is quarantined to the dead-letter stream instead of being run.
-    quarantine_after: int = Field(2, ge=1, le=100)
+    quarantine_after: int = Field(
+        2,
+        ge=1,
+        le=100,
+        description=(
+            "Deliveries without an answer (the worker died each time) before a message is "
+            "quarantined to the dead letters"
+        ),
+    )
     # The furthest ETA (countdown) a message may ask for: a worker holds ETA messages in
     # memory until they are due. Must be below the visibility timeout; by default 600 s
     # or half the visibility timeout, whichever is shorter.
-    max_eta_seconds: int | None = Field(None, gt=0)
-    dead_letter_maxlen: int = Field(10_000, gt=0)
-    dead_letter_max_age: int = Field(7 * 86_400, gt=0)
+    max_eta_seconds: int | None = Field(
+        None,
+        gt=0,
+        description=(
+            "The furthest ETA a message keeps (a worker holds ETA messages in memory); must be "
+            "below the visibility timeout. Unset: 600, or half the visibility timeout if shorter"
+        ),
+    )
+    dead_letter_maxlen: int = Field(
+        10_000,
+        gt=0,
+        description="Approximate cap of the dead-letter stream, in entries",
+    )
+    dead_letter_max_age: int = Field(
+        7 * 86_400,
+        gt=0,
+        description="Seconds a dead letter is kept",
+    )
     # The copy of a dead-lettered message kept for inspection and requeueing.
-    dead_letter_copy_bytes: int = Field(1024 * 1024, ge=1024)
+    dead_letter_copy_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        description="Bytes of each dead-lettered item kept (a truncated one cannot be requeued)",
+    )
 
     # Observability. A worker serves its job metrics (jobs by kind and status, engine and
     # end-to-end latency) on this port when it is set (workers/metrics/jobs.py).
-    metrics_port: int | None = Field(None, ge=1, le=65535)
-    metrics_address: str = "127.0.0.1"
+    metrics_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description=(
+            "A worker serves its job metrics on this port (docs/operations.md). Unset: no metrics "
+            "server"
+        ),
+    )
+    metrics_address: str = Field(
+        "127.0.0.1",
+        description="The address the metrics server binds (`0.0.0.0` to be scraped from elsewhere)",
+    )
     # Worker logs: "text" (Celery's format) or "json" (one object per line). Read by
     # workers/logs.py before the settings are validated; listed here so that it is
     # documented, checked and known.
-    log_format: Literal["text", "json"] = "text"
+    log_format: Literal["text", "json"] = Field(
+        "text",
+        description="`text` (Celery's format) or `json` (one JSON object per log record)",
+    )
     # Also keep Celery's own "received"/"succeeded" lines per task at INFO (off: one line
     # per job, workers/logs.py). For tooling that reads stock Celery's log lines.
-    log_celery_task_lines: bool = False
+    log_celery_task_lines: bool = Field(
+        False,
+        description="Also keep Celery's own `received`/`succeeded` lines per task at INFO",
+    )
 
     @model_validator(mode="after")
     def _supported_urls(self) -> Settings:

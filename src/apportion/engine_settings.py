@@ -50,17 +50,39 @@ class EngineSettings(BaseSettings):
         hide_input_in_errors=True,
     )
 
-    limits: Limits = Limits()
+    limits: Limits = Field(
+        Limits(),
+        description=(
+            "Ceilings on everything a job controls, one variable each: `APPORTION_LIMITS__<NAME>` "
+            "(below)"
+        ),
+    )
     default_policy_file: str | None = Field(
-        None, description="YAML file with the default launch policy (config/default_policy.yaml)"
+        None,
+        description=(
+            "YAML file of the default launch policy: seeds the policy store's global default at "
+            "worker boot, and decides where there is no store (validated at boot). Unset: the "
+            "shipped `config/default_policy.yaml`"
+        ),
     )
     # launch_select: whether a job's own `policy` list is used. Off: only the policy store
     # (and the default policy file) decide, and a job sending a policy list is rejected
     # (code inline_policy_disabled); `policy: null` (candidates only) is still accepted.
-    allow_inline_policy: bool = True
+    allow_inline_policy: bool = Field(
+        True,
+        description=(
+            "`false`: only the policy store decides; a launch_select job sending a `policy` list "
+            "is rejected (`inline_policy_disabled`)"
+        ),
+    )
     # Modules that register job kinds of a deployment's own (apportion.kinds.register),
     # imported when the settings are read: APPORTION_KIND_MODULES='["my.kinds"]'.
-    kind_modules: list[str] = Field(default_factory=list)
+    kind_modules: list[str] = Field(
+        default_factory=list,
+        description=(
+            'JSON list of modules that register a deployment\'s own job kinds (`["my.kinds"]`)'
+        ),
+    )
 
     @model_validator(mode="before")
     @classmethod

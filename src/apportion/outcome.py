@@ -19,6 +19,9 @@ DUPLICATE_JOB_ID = "duplicate_job_id"
 
 
 def solve(event: LaunchOutcomeJob, ctx: Context) -> LaunchOutcomeResult:
+    if event.at is None:
+        # Reported as it happens: it happened at the clock the job runs with.
+        event = event.model_copy(update={"at": ctx.now})
     _not_in_the_future(event, ctx)
     answer = ctx.record_outcome(event) if ctx.record_outcome is not None else None
     if answer == DUPLICATE_JOB_ID:
@@ -38,7 +41,7 @@ def solve(event: LaunchOutcomeJob, ctx: Context) -> LaunchOutcomeResult:
         event_id=event.event_id,
         account=event.account,
         outcome=event.outcome,
-        at=event.at,
+        at=event.at or ctx.now,
         job_id=event.job_id,
         recorded=recorded,
         skipped=skipped,
@@ -48,13 +51,14 @@ def solve(event: LaunchOutcomeJob, ctx: Context) -> LaunchOutcomeResult:
 def _not_in_the_future(event: LaunchOutcomeJob, ctx: Context) -> None:
     """An event dated ahead of the clock (beyond the allowed skew) would count in every
     failure window until that date: refused."""
-    at = event.at if event.at.tzinfo is not None else event.at.replace(tzinfo=UTC)
+    when = event.at or ctx.now
+    at = when if when.tzinfo is not None else when.replace(tzinfo=UTC)
     ahead = (at - ctx.now).total_seconds()
     limit = ctx.limits.max_event_skew_seconds
     if ahead > limit:
         raise Rejected.at(
             "at",
-            f"{event.at.isoformat()} is {ahead:.0f} s ahead of the worker's clock; at most "
+            f"{when.isoformat()} is {ahead:.0f} s ahead of the worker's clock; at most "
             f"{limit} s is allowed (raise {env_name('max_event_skew_seconds')})",
             code="in_the_future",
         )

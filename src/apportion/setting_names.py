@@ -152,7 +152,7 @@ def unknown_variables(environ: Mapping[str, str], settings: Mapping[str, Setting
         if not name.startswith(PREFIX) or name in known or name.startswith(tuple(prefixes)):
             continue
         close = difflib.get_close_matches(name, exact, n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]}?" if close else " (README.md, Configuration, lists them)"
+        hint = f"; did you mean {close[0]}?" if close else " (docs/settings.md lists them)"
         out.append(f"unknown environment variable {variable}{hint}")
     return out
 

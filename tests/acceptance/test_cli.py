@@ -1,4 +1,4 @@
-"""The `apportion` command: exit codes and output shapes (README, "Using it")."""
+"""The `apportion` command: exit codes and output shapes (README, "Run it")."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 
 from tests.acceptance.cli import apportion
 
@@ -56,3 +57,23 @@ def test_the_demo_shows_a_failing_account_losing_probability() -> None:
     for (f1, p1), (f2, p2) in itertools.pairwise(seen):
         if f2 > f1:
             assert p2 < p1
+
+
+def test_the_demos_sent_twice_recorded_once_step_shows_what_it_says() -> None:
+    env = {"APPORTION_REDIS_URL": "redis://127.0.0.1:1/0"}
+    text = apportion("demo", env=env).stdout
+    data = json.loads(apportion("demo", "--json", env=env).stdout)
+
+    # The step's title, and the lines under it up to the next step.
+    after_title = text.split("(sent twice: recorded once)", 1)[1].split("\n", 1)[1]
+    step = after_title.split("───", 1)[0]
+    recorded = re.findall(r"recorded=(\w+)", step)
+    times = re.search(r"in the failure history: (\d+) times?", step)
+    # Its one answer, twice: recorded the first time; the history holds it once.
+    assert recorded == ["True", "True"]
+    assert times is not None
+    assert times.group(1) == "1"
+    event_id = next(e["job_id"] for e in data["envelopes"] if e["kind"] == "launch_outcome")
+    answers = [e["result"] for e in data["envelopes"] if e["job_id"] == event_id]
+    assert [a["recorded"] for a in answers] == [True, True]
+    assert [f["event_id"] for f in data["launch_failures"]].count(event_id) == 1

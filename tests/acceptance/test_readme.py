@@ -16,10 +16,10 @@ Then, in it, exactly the README's commands:
    (`npm ci` from the registry), Flower with its credentials.
 
 The only departures, all for running beside other tests on a shared machine: the README
-says `scripts/ensure-redis` (a redis-server on 127.0.0.1:6379); this test uses its own
-redis-server on a free port instead (APPORTION_REDIS_URL), and the ports 9101 and 5555
-are replaced by free ones. The "second terminal" and "third terminal" lines run in the
-background.
+says `scripts/ensure-redis` (a redis-server on 127.0.0.1:6379) and exports its URL
+as APPORTION_REDIS_URL; this test uses its own redis-server on a free port instead, in
+APPORTION_REDIS_URL for every command, and the ports 9101 and 5555 are replaced by free
+ones. The "second terminal" and "third terminal" lines run in the background.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow]
 
 README = (REPO / "README.md").read_text()
 TWO_COMMANDS = ["scripts/demo", "scripts/test"]
+REDIS_URL = "APPORTION_REDIS_URL"
 
 
 def first_hour() -> list[str]:
@@ -134,6 +135,22 @@ def test_the_readme_starts_with_the_two_commands() -> None:
     assert [command(line) for line in block.splitlines()] == TWO_COMMANDS
 
 
+def test_the_readme_is_a_users_page_of_at_most_250_lines() -> None:
+    assert len(README.splitlines()) <= 250
+
+
+def test_the_first_hour_puts_the_redis_it_starts_in_apportion_redis_url() -> None:
+    lines = [command(line) for line in first_hour()]
+    ensure = next(line for line in lines if line.startswith("scripts/ensure-redis")).split()
+    url = next(line for line in lines if line.startswith(f"export {REDIS_URL}="))
+    # scripts/ensure-redis [--port PORT], 6379 by default.
+    port = ensure[ensure.index("--port") + 1] if "--port" in ensure else "6379"
+
+    # The export comes right after the Redis it names, before anything that reads it.
+    assert lines.index(url) == lines.index(" ".join(ensure)) + 1
+    assert url == f"export {REDIS_URL}=redis://127.0.0.1:{port}/0"
+
+
 def test_scripts_demo_installs_apportion_and_runs_the_demo(checkout: Checkout) -> None:
     proc = checkout.run("scripts/demo")
 
@@ -189,8 +206,8 @@ def test_the_first_hour_through_redis_works_line_by_line(
         cmd = command(line)
         for old, new in ports.items():
             cmd = cmd.replace(old, new)
-        if cmd == "scripts/ensure-redis":
-            continue  # this test's own redis-server (module doc)
+        if cmd.startswith("scripts/ensure-redis") or cmd.startswith(f"export {REDIS_URL}="):
+            continue  # this test's own redis-server, in APPORTION_REDIS_URL (module doc)
         if "second terminal" in line or "third terminal" in line:
             checkout.start(cmd, tmp_path / f"background-{len(checkout.background)}.log")
             if "apportion worker" in cmd:

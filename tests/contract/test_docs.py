@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 CONTRACT = (REPO / "docs" / "contract.md").read_text()
 OPERATIONS = (REPO / "docs" / "operations.md").read_text()
 README = (REPO / "README.md").read_text()
+SETTINGS = (REPO / "docs" / "settings.md").read_text()
 
 
 def test_the_schemas_and_example_envelopes_are_what_the_code_generates() -> None:
@@ -234,7 +235,39 @@ def test_every_limit_is_documented_with_the_code_a_job_over_it_gets(name: str) -
 def test_every_setting_is_documented_with_its_environment_variable(name: str) -> None:
     variable = f"APPORTION_{name.upper()}"
 
-    assert variable in README or variable in OPERATIONS, variable
+    assert f"| `{variable}` |" in SETTINGS, variable
+
+
+@pytest.mark.parametrize("name", sorted(Settings.model_fields))
+def test_every_setting_says_what_it_means_for_the_settings_page(name: str) -> None:
+    # docs/settings.md is made of these descriptions (scripts/gen-docs).
+    assert Settings.model_fields[name].description, f"{name} has no description="
+
+
+def test_the_settings_page_is_what_scripts_gen_docs_makes_of_the_settings_model() -> None:
+    # Fails after a setting is added or its description or default changes, until
+    # `scripts/gen-docs` is run and committed.
+    assert gen_docs.settings_page() == SETTINGS
+    assert "| `APPORTION_REDIS_URL` | `redis://127.0.0.1:6379/0` |" in SETTINGS
+    assert "| `APPORTION_LIMITS__MAX_POOLS` | 50000 | `limit_exceeded` |" in SETTINGS
+    assert "| `launch_select` | `launch` | 30 | 45 |" in SETTINGS
+
+
+def test_the_settings_page_is_generated_even_for_a_setting_added_later() -> None:
+    from pydantic import Field
+
+    class Later(Settings):
+        later_setting: int = Field(7, description="a setting added after this test")
+
+    assert "| `APPORTION_LATER_SETTING` | 7 | a setting added after this test |" in (
+        gen_docs.settings_page(Later)
+    )
+
+    class Undocumented(Settings):
+        undocumented: int = 7
+
+    with pytest.raises(gen_docs.UndocumentedSetting, match="undocumented"):
+        gen_docs.settings_page(Undocumented)
 
 
 def test_nothing_in_the_repository_points_outside_it() -> None:

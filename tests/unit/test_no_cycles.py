@@ -1,9 +1,9 @@
 """Every example job, of every kind, leaves no reference cycle behind.
 
-``apportion solve`` runs each job with the cyclic collector paused (README,
-"Architecture") and counts on reference counting to free what the job built. A cycle
-left by a job would live until the collector's next pass; in a batch of big jobs, each
-such pass walks every object still alive.
+``apportion solve`` runs each job with the cyclic collector paused
+(docs/architecture.md, "Memory") and counts on reference counting to free what the job
+built. A cycle left by a job would live until the collector's next pass; in a batch of
+big jobs, each such pass walks every object still alive.
 """
 
 from __future__ import annotations

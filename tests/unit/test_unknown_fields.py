@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apportion import kinds
-from apportion.engine import run
+from apportion.engine import Context, run
 from apportion.unknown_fields import (
     MAX_WARNINGS,
     OPEN_KEYS_EXAMINED,
@@ -235,8 +235,10 @@ def test_an_unknown_field_added_anywhere_changes_nothing_but_one_warning(
     place = places[pick % len(places)]
     _at(job, place)[key] = 1
 
-    before = run(kind, base).as_dict()
-    after = run(kind, job).as_dict()
+    # One clock for both: a launch_outcome without `at` happened at the clock's now.
+    context = Context()
+    before = run(kind, base, context).as_dict()
+    after = run(kind, job, context).as_dict()
 
     warnings = after.pop("warnings", [])
     assert [w["message"].split("'")[1] for w in warnings] == [key]

@@ -292,7 +292,8 @@ OUTCOME_JOBS: list[DemoJob] = [
             "event_id": "demo-evt-1",
             "account": "vsphere-b",
             "outcome": "failed",
-            "at": "2026-11-21T22:00:00Z",
+            # No `at`: the event happened when the worker takes it, on any date the demo
+            # runs (a fixed time would age out of the failure history and not be recorded).
             "job_id": "demo-launch-policy",
             "reason": "quota exceeded",
         },

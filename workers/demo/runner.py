@@ -119,7 +119,7 @@ def run_demo(as_json: bool = False) -> int:
         with start_worker(
             app, pool="solo", perform_ping_check=False, loglevel="WARNING", shutdown_timeout=10
         ):
-            outputs = _run_jobs(app, jobs, console)
+            outputs = _run_jobs(app, jobs, console, history)
             if any(kind == "launch_select" for kind, _, _ in jobs):
                 dynamics = _dynamics(app, console)
     finally:
@@ -127,7 +127,13 @@ def run_demo(as_json: bool = False) -> int:
     if console is None:
         print(
             json.dumps(
-                {"envelopes": outputs, "events": publisher.events, "dynamics": dynamics}, indent=2
+                {
+                    "envelopes": outputs,
+                    "events": publisher.events,
+                    "dynamics": dynamics,
+                    "launch_failures": history.stream,
+                },
+                indent=2,
             )
         )
         return 0
@@ -161,7 +167,10 @@ def _demo_app(publisher: MemoryPublisher, history: MemoryFailureStore) -> Any:
 
 
 def _run_jobs(
-    app: Any, jobs: list[tuple[str, str, dict[str, Any]]], console: Console | None
+    app: Any,
+    jobs: list[tuple[str, str, dict[str, Any]]],
+    console: Console | None,
+    history: MemoryFailureStore,
 ) -> list[dict[str, Any]]:
     """Every demo job through the real tasks, then some again: redelivered work (same
     job_id / event_id) must not publish a second event."""
@@ -183,7 +192,14 @@ def _run_jobs(
         again = app.send_task(f"apportion.{kind}", args=[job]).get(timeout=120, interval=0.01)
         outputs.append(again)
         if console is not None and kind == "launch_outcome":
-            console.print(f"  sent again: recorded={again['result']['recorded']}")
+            # The event's one answer comes back (one answer per event_id), so what shows
+            # that it was recorded once is the failure history itself.
+            event_id = job["event_id"]
+            times = sum(1 for entry in history.stream if entry["event_id"] == event_id)
+            console.print(
+                f"  sent again: same answer (recorded={again['result']['recorded']}); "
+                f"in the failure history: {times} time{'s' if times != 1 else ''}"
+            )
     return outputs
 
 

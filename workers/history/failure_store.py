@@ -146,13 +146,14 @@ class FailureStore:
         self._script = client.register_script(_RECORD)
 
     def record(self, event: LaunchOutcomeJob, now: datetime, digest: str | None = None) -> Recorded:
-        at = event.at.timestamp()
+        when = event.at or now  # an event without a time happened now
+        at = when.timestamp()
         oldest = now.timestamp() - self.retention_seconds
         fields = {
             "event_id": event.event_id,
             "account": event.account,
             "outcome": event.outcome,
-            "at": event.at.isoformat(),
+            "at": when.isoformat(),
             "job_id": event.job_id or "",
             "reason": event.reason or "",
         }
@@ -240,7 +241,7 @@ class MemoryFailureStore:
             {"event_id": event.event_id, "account": event.account, "reason": event.reason or ""}
         )
         oldest = now.timestamp() - self.retention_seconds
-        at = event.at.timestamp()
+        at = (event.at or now).timestamp()
         if at < oldest:
             return Recorded(recorded=False, failure=True, outside_retention=True)
         kept = [e for e in self.failures.get(event.account, []) if e[0] >= oldest]

@@ -17,7 +17,13 @@ class LaunchOutcomeJob(JobBase):
     event_id: JobId
     account: str = Field(min_length=1, max_length=256)
     outcome: Literal["failed", "succeeded"]
-    at: datetime
+    # Optional so that a producer reporting as it happens sends no clock of its own, and
+    # a recorded example never ages out of the failure history (issue 31).
+    at: datetime | None = Field(
+        None,
+        description="when it happened (ISO 8601); omitted or null: the worker's clock when "
+        "it takes the event",
+    )
     reason: str | None = Field(None, max_length=4096)
 
 

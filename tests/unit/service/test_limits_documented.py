@@ -1,4 +1,4 @@
-"""Every limit an operator can set is in the README's limits table, with its default."""
+"""Every limit an operator can set is in docs/settings.md's limits table, with its default."""
 
 from __future__ import annotations
 
@@ -7,19 +7,14 @@ from pathlib import Path
 
 from apportion.limits import Limits
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+SETTINGS = Path(__file__).resolve().parents[3] / "docs" / "settings.md"
 
 
-def test_every_limit_is_in_the_readme_table_with_its_default() -> None:
-    section = README.read_text().split("### Limits", 1)[1].split("\n### ", 1)[0]
-    rows = [line for line in section.splitlines() if line.startswith("| `")]
-    documented: dict[str, str] = {}
-    for row in rows:
-        names_cell, defaults_cell = (cell.strip() for cell in row.strip("|").split("|")[:2])
-        names = re.findall(r"`([A-Z_]+)`", names_cell)
-        defaults = [d.strip().split(" ")[0] for d in defaults_cell.split(",")]
-        assert len(names) == len(defaults), row
-        documented.update(zip(names, defaults, strict=True))
+def test_every_limit_is_in_the_settings_page_with_its_default() -> None:
+    section = SETTINGS.read_text().split("## Limits", 1)[1].split("\n## ", 1)[0]
+    documented = dict(
+        re.findall(r"^\| `APPORTION_LIMITS__([A-Z_]+)` \| ([0-9.]+) \|", section, re.M)
+    )
 
     expected = {name.upper(): str(field.default) for name, field in Limits.model_fields.items()}
     assert documented == expected
