@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -46,6 +46,7 @@ FailureCounts = Callable[[Sequence[str], float], Mapping[str, int]]
 # (event) -> True when the event was recorded now, False when its event_id was known, or
 # a string naming why it was not recorded (e.g. "outside_retention")
 RecordOutcome = Callable[[Any], bool | str]
+UnknownFields = Literal["warn", "reject"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,10 @@ class Context:
     # launch_outcome: records one event in the failure-history store, returning whether
     # it was new (False for a repeated event_id). Injected by the worker, like the above.
     record_outcome: RecordOutcome | None = None
+    # Unknown fields in a job that does not say `strict` itself: warned about ("warn") or
+    # the job rejected ("reject", APPORTION_UNKNOWN_FIELDS). A job's own `strict`, true or
+    # false, wins: the setting is the fleet's default, not a rule over every producer.
+    unknown_fields: UnknownFields = "warn"
 
 
 # An engine returns its result as plain JSON data (dicts, lists, str, int, float, bool,
@@ -182,14 +187,22 @@ def _answer(
             attempt.warnings = unknown_fields.find(spec.job, payload)
         raise
     found = unknown_fields.find(spec.job, payload)
-    if found and getattr(job, "strict", False) is True:
-        raise unknown_fields.rejection(found)
+    if found and _strict(job, ctx):
+        raise unknown_fields.rejection(found, by_default="strict" not in job.model_fields_set)
     attempt.warnings = found
     solve: Solver = spec.load_solver()
     answer = solve(job, ctx)
     # Dumped here, inside the caller's try: a result the engine built from odd input
     # must not escape as an exception either.
     return answer.model_dump(mode="json") if isinstance(answer, BaseModel) else answer
+
+
+def _strict(job: BaseModel, ctx: Context) -> bool:
+    """Whether unknown fields reject ``job``: its own ``strict`` if it set one, else the
+    deployment's default (Context.unknown_fields)."""
+    if "strict" in job.model_fields_set:
+        return getattr(job, "strict", False) is True
+    return ctx.unknown_fields == "reject"
 
 
 def _internal_error(kind: str, exc: Exception) -> ErrorInfo:

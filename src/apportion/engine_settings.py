@@ -14,7 +14,7 @@ import os
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import Field, model_validator
@@ -58,6 +58,19 @@ class EngineSettings(BaseSettings):
     # (and the default policy file) decide, and a job sending a policy list is rejected
     # (code inline_policy_disabled); `policy: null` (candidates only) is still accepted.
     allow_inline_policy: bool = True
+    # Read by `apportion solve` and `explain` as by a worker (so it lives here, with the
+    # engine's settings, which the worker's config/settings.py extends): one environment
+    # gives the same answer in both.
+    unknown_fields: Literal["warn", "reject"] = Field(
+        "warn",
+        description=(
+            "what a job with a field this version does not know gets, unless the job sets "
+            "`strict` itself: `warn` (the job runs; each unknown field is a warning in the "
+            "envelope, with its path and the closest known name) or `reject` (the job is "
+            "`rejected` with code `unknown_field`, naming the path and the closest known "
+            "name). A job's own `strict: true` or `strict: false` wins over this default."
+        ),
+    )
     # Modules that register job kinds of a deployment's own (apportion.kinds.register),
     # imported when the settings are read: APPORTION_KIND_MODULES='["my.kinds"]'.
     kind_modules: list[str] = Field(default_factory=list)
@@ -118,6 +131,7 @@ def engine_context(
         now=now or datetime.now(UTC),
         default_policy=load_default_policy(settings.default_policy_file),
         allow_inline_policy=settings.allow_inline_policy,
+        unknown_fields=settings.unknown_fields,
         policy_lookup=policy_lookup,
         failure_counts=failure_counts,
         record_outcome=record_outcome,
