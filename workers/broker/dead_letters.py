@@ -265,11 +265,11 @@ def describe(letter: DeadLetter) -> str:
 
 
 __all__ = [
+    "REASONS",
     "CannotRequeue",
     "DeadLetter",
     "DeadLetterPolicy",
     "DeadLetters",
-    "REASONS",
     "Reason",
     "describe",
 ]
