@@ -9,10 +9,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from apportion import kinds
+from apportion.contracts.partition import Space
 from apportion.engine import run
 from apportion.engine_settings import EngineSettings, engine_context
 from apportion.unknown_fields import (
@@ -358,3 +359,23 @@ def test_the_deployment_rejecting_unknown_fields_answers_a_clean_job_as_usual() 
     ctx = engine_context(EngineSettings(unknown_fields="reject"))
 
     assert run("partition", load_example("partition.json"), ctx).status == "ok"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    key=st.one_of(
+        st.from_regex(r"[a-z][a-z_]{0,14}", fullmatch=True),
+        st.sampled_from(["min_szie", "maxsize", "wieght", "best_with", "mont", "fs_typ", "label"]),
+    )
+)
+def test_an_extra_space_key_is_either_passed_through_or_warned_about_never_both(key: str) -> None:
+    assume(key not in Space.model_fields)
+    job = load_example("partition.json")
+    job["schema"][3][key] = "x"
+
+    envelope = run("partition", job).as_dict()
+
+    assert envelope["status"] == "ok"
+    warned = [w for w in envelope.get("warnings", []) if w["path"] == f"schema[3].{key}"]
+    [placed] = [p for p in envelope["result"]["partitions"] if p["id"] == "ceph-journal"]
+    assert (key in placed["attributes"]) != bool(warned)
