@@ -14,14 +14,14 @@ import os
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from apportion import kinds
-from apportion.engine import Context, FailureCounts, PolicyLookup, RecordOutcome
+from apportion.engine import Context, FailureCounts, PolicyLookup, RecordOutcome, UnknownFields
 from apportion.errors import Rejected
 from apportion.limits import DEFAULT_LIMITS, Limits
 from apportion.setting_names import SERVICE_SETTINGS, Setting, settings_of, unknown_variables
@@ -61,7 +61,7 @@ class EngineSettings(BaseSettings):
     # Read by `apportion solve` and `explain` as by a worker (so it lives here, with the
     # engine's settings, which the worker's config/settings.py extends): one environment
     # gives the same answer in both.
-    unknown_fields: Literal["warn", "reject"] = Field(
+    unknown_fields: UnknownFields = Field(
         "warn",
         description=(
             "what a job with a field this version does not know gets, unless the job sets "
