@@ -4,7 +4,11 @@
 // directly, as any producer in any language can (docs/contract.md, "Sending a job").
 //
 //   node producer.mjs [KIND] [JOB.json] [--timeout SECONDS]
-//   (REDIS_URL, or APPORTION_REDIS_URL, default redis://127.0.0.1:6379/0)
+//   APPORTION_REDIS_URL, as the workers and the apportion CLI read it (default
+//   redis://127.0.0.1:6379/0): redis:// or rediss:// with the workers' ?ssl_ca_certs=,
+//   ssl_certfile=, ssl_keyfile= and ssl_cert_reqs= options. REDIS_URL, the name this
+//   example used to read, still works, with a deprecation message, when
+//   APPORTION_REDIS_URL is not set.
 //
 // 1. The job is the task's single positional argument: the body is the JSON array
 //    [[job], {}, {"callbacks": null, "errbacks": null, "chain": null, "chord": null}],
@@ -68,6 +72,51 @@ export function celeryMessage(kind, job, taskId = randomUUID()) {
       delivery_tag: randomUUID(),
     },
   };
+}
+
+export const DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0";
+
+// The URL the workers use: APPORTION_REDIS_URL. REDIS_URL is read only in its absence.
+export function redisUrl(env, warn = (line) => console.error(line)) {
+  const ours = env.APPORTION_REDIS_URL;
+  const old = env.REDIS_URL;
+  if (ours) {
+    if (old && old !== ours) {
+      warn("producer: REDIS_URL is ignored: APPORTION_REDIS_URL is set (REDIS_URL is deprecated)");
+    }
+    return ours;
+  }
+  if (old) {
+    warn("producer: REDIS_URL is deprecated: set APPORTION_REDIS_URL, the name the workers read");
+    return old;
+  }
+  return DEFAULT_REDIS_URL;
+}
+
+// node-redis options for a URL written for the workers: their TLS query options
+// (redis-py's names) become the socket's; the certificate is always verified unless
+// ssl_cert_reqs says none (for testing only, as for the workers).
+export function redisOptions(text) {
+  const url = new URL(text);
+  if (url.protocol !== "redis:" && url.protocol !== "rediss:") {
+    throw new Error(
+      `this producer connects to redis:// or rediss:// URLs, not ${url.protocol}// ` +
+        "(with Sentinel, give it the master's address)",
+    );
+  }
+  const query = url.searchParams;
+  const tls = {};
+  const files = { ssl_ca_certs: "ca", ssl_certfile: "cert", ssl_keyfile: "key" };
+  for (const [option, field] of Object.entries(files)) {
+    if (query.has(option)) tls[field] = readFileSync(query.get(option));
+    query.delete(option);
+  }
+  const reqs = query.get("ssl_cert_reqs");
+  query.delete("ssl_cert_reqs");
+  if (reqs === "none" || reqs === "optional") tls.rejectUnauthorized = false;
+  const options = { url: url.toString() };
+  if (url.protocol === "rediss:") options.socket = { tls: true, ...tls };
+  return options;
 }
 
 // The field a kind's answer is filed under on its stream (its idempotency key).
@@ -134,8 +183,7 @@ async function main() {
         ],
         hardware: { ram: 2048, disks: [{ id: "sda", size: 40000 }] },
       };
-  const url = process.env.REDIS_URL ?? process.env.APPORTION_REDIS_URL ?? "redis://127.0.0.1:6379/0";
-  const client = createClient({ url });
+  const client = createClient(redisOptions(redisUrl(process.env)));
   client.on("error", (err) => console.error(`redis: ${err.message}`));
   await client.connect();
   try {

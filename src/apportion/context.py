@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from apportion.limits import DEFAULT_LIMITS, Limits
 
@@ -19,6 +19,7 @@ FailureCounts = Callable[[Sequence[str], float], Mapping[str, int]]
 # (event) -> True when the event was recorded now, False when its event_id was known, or
 # a string naming why it was not recorded (e.g. "outside_retention")
 RecordOutcome = Callable[[Any], bool | str]
+UnknownFields = Literal["warn", "reject"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +64,10 @@ class Context:
     # "outside_retention", or "duplicate_job_id" for an event_id recorded for other
     # content. Injected by the worker, like the above.
     record_outcome: RecordOutcome | None = None
+    # Unknown fields in a job that does not say `strict` itself: warned about ("warn") or
+    # the job rejected ("reject", APPORTION_UNKNOWN_FIELDS). A job's own `strict`, true or
+    # false, wins: the setting is the fleet's default, not a rule over every producer.
+    unknown_fields: UnknownFields = "warn"
 
 
 __all__ = ["Context", "FailureCounts", "PolicyLookup", "RecordOutcome", "StoredPolicy"]

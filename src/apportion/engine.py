@@ -133,14 +133,22 @@ def _answer(
             attempt.warnings = unknown_fields.find(spec.job, payload)
         raise
     found = unknown_fields.find(spec.job, payload)
-    if found and getattr(job, "strict", False) is True:
-        raise unknown_fields.rejection(found)
+    if found and _strict(job, ctx):
+        raise unknown_fields.rejection(found, by_default="strict" not in job.model_fields_set)
     attempt.warnings = found
     solve: Solver = spec.load_solver()
     answer = solve(job, ctx)
     # Dumped here, inside the caller's try: a result the engine built from odd input
     # must not escape as an exception either.
     return answer.model_dump(mode="json") if isinstance(answer, BaseModel) else answer
+
+
+def _strict(job: BaseModel, ctx: Context) -> bool:
+    """Whether unknown fields reject ``job``: its own ``strict`` if it set one, else the
+    deployment's default (Context.unknown_fields)."""
+    if "strict" in job.model_fields_set:
+        return getattr(job, "strict", False) is True
+    return ctx.unknown_fields == "reject"
 
 
 def _internal_error(kind: str, exc: Exception) -> ErrorInfo:

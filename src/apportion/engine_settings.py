@@ -21,7 +21,13 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from apportion import kinds
-from apportion.context import Context, FailureCounts, PolicyLookup, RecordOutcome
+from apportion.context import (
+    Context,
+    FailureCounts,
+    PolicyLookup,
+    RecordOutcome,
+    UnknownFields,
+)
 from apportion.errors import Rejected
 from apportion.limits import DEFAULT_LIMITS, Limits
 from apportion.setting_names import SERVICE_SETTINGS, Setting, settings_of, unknown_variables
@@ -73,6 +79,19 @@ class EngineSettings(BaseSettings):
         description=(
             "`false`: only the policy store decides; a launch_select job sending a `policy` list "
             "is rejected (`inline_policy_disabled`)"
+        ),
+    )
+    # Read by `apportion solve` and `explain` as by a worker (so it lives here, with the
+    # engine's settings, which the worker's config/settings.py extends): one environment
+    # gives the same answer in both.
+    unknown_fields: UnknownFields = Field(
+        "warn",
+        description=(
+            "what a job with a field this version does not know gets, unless the job sets "
+            "`strict` itself: `warn` (the job runs; each unknown field is a warning in the "
+            "envelope, with its path and the closest known name) or `reject` (the job is "
+            "`rejected` with code `unknown_field`, naming the path and the closest known "
+            "name). A job's own `strict: true` or `strict: false` wins over this default."
         ),
     )
     # Modules that register job kinds of a deployment's own (apportion.kinds.register),
@@ -140,6 +159,7 @@ def engine_context(
         now=now or datetime.now(UTC),
         default_policy=load_default_policy(settings.default_policy_file),
         allow_inline_policy=settings.allow_inline_policy,
+        unknown_fields=settings.unknown_fields,
         policy_lookup=policy_lookup,
         failure_counts=failure_counts,
         record_outcome=record_outcome,

@@ -23,9 +23,11 @@ from rich.markup import escape
 from rich.table import Table
 
 UNALLOCATED = "unallocated"
+# scripts/demo installs no plot extra (a graphics stack: the demo stays quick); the
+# picture says how to add it, at the locked versions.
 PLOT_MISSING = (
-    "pictures need matplotlib, the plot extra: in the checkout run "
-    "`.venv/bin/pip install -e '.[plot]'` (or `scripts/bootstrap dev`)"
+    "pictures need matplotlib, the plot extra: in the checkout run `scripts/bootstrap plot` "
+    "(installed from a package: pip install 'apportion[plot]')"
 )
 
 

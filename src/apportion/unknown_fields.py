@@ -5,7 +5,8 @@ objects and a newer producer may send fields this version does not know. But a
 misspelled field (``best_with_disk``) silently changes the answer, so every unknown
 field becomes a warning in the envelope, naming it and the closest known name
 ("did you mean 'best_with_disks'?"). A job with ``"strict": true`` is ``rejected``
-instead (code ``unknown_field``).
+instead (code ``unknown_field``), and so is a job that does not say ``strict`` where the
+deployment sets ``APPORTION_UNKNOWN_FIELDS=reject``.
 
 The check follows the job model's pydantic core schema (models, TypedDicts and
 dataclasses; lists, maps, unions and tagged unions such as the policy modules), so it
@@ -565,21 +566,48 @@ def _notice(found: _Found) -> WarningDetail:
     return WarningDetail(_short(found.path, SHOWN_PATH), CODE, message)
 
 
+def passed_through(model: Any, extra: Mapping[str, Any]) -> dict[str, Any]:
+    """The extra keys of an open ``model`` (``extra="allow"``) an engine may pass through
+    to its result: all but those that look like a misspelling of one of its fields.
+
+    ``min_szie`` in a partition space is a warning (or the job's rejection), never an
+    attribute of the space in the answer: a caller reading the result back would take
+    a typo for data.
+    """
+    if not extra:
+        return {}
+    shape = _shape(model)
+    if not isinstance(shape, _Object):
+        return dict(extra)
+    return {
+        key: value
+        for key, value in extra.items()
+        if key in shape.ignored or _suggest(str(key), shape.candidates) is None
+    }
+
+
 def _short(text: str, limit: int = SHOWN_KEY) -> str:
     """Keys are the producer's: a 64 KiB one must not make every warning 64 KiB."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def rejection(notices: Sequence[WarningDetail]) -> Rejected:
-    """The answer to a ``strict`` job with unknown fields."""
+def rejection(notices: Sequence[WarningDetail], *, by_default: bool = False) -> Rejected:
+    """The answer to a ``strict`` job with unknown fields; ``by_default``: the job did
+    not say, the deployment rejects unknown fields (APPORTION_UNKNOWN_FIELDS=reject)."""
     problems = [Problem(n.path, n.message.replace(" ignored", "", 1)) for n in notices]
     first = problems[0]
     others = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    why = (
+        "this deployment rejects jobs with unknown fields (a job may set strict: false "
+        "to be warned instead)"
+        if by_default
+        else "a strict job may not have unknown fields"
+    )
     return Rejected(
-        f"{first.path}: {first.message}{others}; a strict job may not have unknown fields",
+        f"{first.path}: {first.message}{others}; {why}",
         problems,
         code=CODE,
     )
 
 
-__all__ = ["CANDLEPIN_FIELDS", "CODE", "MAX_WARNINGS", "find", "rejection"]
+__all__ = ["CANDLEPIN_FIELDS", "CODE", "MAX_WARNINGS", "find", "passed_through", "rejection"]

@@ -116,15 +116,21 @@ def test_queued_and_running_jobs_survive_redis_restarts_and_the_worker_reconnect
     with server.client() as client:
         wait_until(lambda: settled(client, KINDS), 120, interval=0.2, what="all work done")
 
+    # What users rely on, never the log's words for it: the same worker process (never
+    # restarted, by itself or by anyone) still takes new jobs after both restarts, and
+    # every job is answered exactly once (below).
     assert worker.alive
     assert worker.proc.pid == pid  # type: ignore[union-attr]
+    after = mixed_jobs(len(VARIANTS), "after")
+    sent += [producer.send_task(j.task_name, args=[j.payload]).id for j in after]
+    wait_until(lambda: all_published(server, after), 60, interval=0.2, what="jobs sent after")
+    with server.client() as client:
+        wait_until(lambda: settled(client, KINDS), 60, interval=0.2, what="all work done")
+    assert worker.proc.pid == pid  # type: ignore[union-attr]
     log = worker.log_text()
-    assert log.count("Connection to broker lost") >= 2
-    assert log.count("Connected to") >= 3  # the start, then once after each restart
-    assert "Unrecoverable error" not in log
     # The append-only file kept every queued job across the restart.
     assert queued_after == queued_before >= len(queued_jobs) - 1
-    jobs = queued_jobs + busy_jobs
+    jobs = queued_jobs + busy_jobs + after
     task_of = {j.key: t for j, t in zip(jobs, sent, strict=True)}
     with server.client() as client:
         counts = event_counts(client, KINDS)
@@ -132,7 +138,7 @@ def test_queued_and_running_jobs_survive_redis_restarts_and_the_worker_reconnect
     lost = set(task_of) - set(counts)
     assert set(counts) <= set(task_of)
     assert max(counts.values()) == 1
-    assert all(j.key in counts for j in queued_jobs)  # queued while stopped: none lost
+    assert all(j.key in counts for j in queued_jobs + after)  # none of these lost
     assert len(lost) <= 1, lost
     assert never_received((task_of[k] for k in lost), log), lost
     assert all(rec is not None and rec["status"] == "SUCCESS" for rec in records.values())

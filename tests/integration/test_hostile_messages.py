@@ -250,3 +250,42 @@ def test_a_job_nested_600_deep_sent_with_apportion_submit_is_rejected_too_deep(
     assert envelope["error"]["details"][0]["path"].startswith("hardware.extra")
     assert "APPORTION_LIMITS__MAX_JSON_DEPTH" in envelope["error"]["message"]
     assert stream_job_ids(client, KEYS.results_stream("partition")) == [deep["job_id"]]
+
+
+def test_requeue_refuses_every_item_that_can_never_run_and_says_why(
+    db: tuple[str, redis.Redis], tmp_path: Path
+) -> None:
+    url, client = db
+    env = worker_env(url)
+    worker = Worker(env=env, logfile=tmp_path / "w.log", queues="partition")
+    worker.start()
+    try:
+        push_every_item(client)
+        wait_until(all_buried(client, 1), 60, what="every item dead-lettered")
+    finally:
+        worker.stop()
+
+    outcomes: dict[str, tuple[int, str]] = {}
+    for entry_id, fields in client.xrange(KEYS.dead_letters_stream):
+        requeued = subprocess.run(
+            [sys.executable, "-m", "apportion.cli", "dead-letters", "--requeue", entry_id.decode()],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=REPO,
+            env={**os.environ, **env},
+            check=False,
+        )
+        outcomes[fields[b"reason"].decode()] = (requeued.returncode, requeued.stderr)
+
+    # Only the message naming a task this worker lacks may run (once a worker has it).
+    assert {reason for reason, (code, _) in outcomes.items() if code == 0} == {"unknown_task"}
+    for reason, (code, stderr) in outcomes.items():
+        if reason != "unknown_task":
+            assert code == 1, (reason, stderr)
+            assert f"was dead-lettered as {reason} (" in stderr
+            assert "it can never run" in stderr
+            assert "Traceback" not in stderr
+    assert client.llen("partition") == 1  # the one requeued, nothing else
+    left = {fields[b"reason"].decode() for _, fields in client.xrange(KEYS.dead_letters_stream)}
+    assert left == set(outcomes) - {"unknown_task"}

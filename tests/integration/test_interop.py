@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import EXAMPLES, REQUIRE_REDIS, load_example
 from tests.support.gen_docs import example_jobs, kind_of, without_timing
-from tests.support.processes import REPO, RedisServer, Worker, wait_until
+from tests.support.processes import REPO, RedisServer, Worker, free_port, wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker]
 
@@ -52,15 +52,19 @@ def _node() -> str:
 
 
 def produce(
-    redis_server: RedisServer, kind: str, job_file: Path
+    redis_server: RedisServer, kind: str, job_file: Path, **env: str
 ) -> subprocess.CompletedProcess[str]:
+    """The producer given the workers' variable, APPORTION_REDIS_URL (or ``env``)."""
+    inherited = {
+        k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "APPORTION_REDIS_URL")
+    }
     return subprocess.run(
         [_node(), str(NODE_PRODUCER / "producer.mjs"), kind, str(job_file), "--timeout", "60"],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "REDIS_URL": redis_server.url},
+        env={**inherited, **(env or {"APPORTION_REDIS_URL": redis_server.url})},
     )
 
 
@@ -133,3 +137,21 @@ def test_a_node_producer_gets_rejected_envelopes_for_bad_jobs(
     assert proc.returncode == 4, proc.stderr
     assert json.loads(proc.stdout)["envelope"]["status"] == "rejected"
     assert worker.alive
+
+
+def test_the_node_producer_reads_apportion_redis_url_over_the_deprecated_redis_url(
+    worker: Worker, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    job_file = tmp_path / "job.json"
+    job_file.write_text(json.dumps(with_fresh_key("partition")))
+    nowhere = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+
+    both = produce(
+        redis_server, "partition", job_file, APPORTION_REDIS_URL=redis_server.url, REDIS_URL=nowhere
+    )
+    old_name_only = produce(redis_server, "partition", job_file, REDIS_URL=redis_server.url)
+
+    assert both.returncode == 0, both.stderr
+    assert "REDIS_URL is ignored: APPORTION_REDIS_URL is set" in both.stderr
+    assert old_name_only.returncode == 0, old_name_only.stderr
+    assert "REDIS_URL is deprecated: set APPORTION_REDIS_URL" in old_name_only.stderr

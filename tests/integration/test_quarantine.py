@@ -88,11 +88,10 @@ def test_a_job_that_kills_its_pool_child_is_quarantined_after_two_deliveries(
 
     [letter] = quarantined(client)
     assert letter[b"task_id"] == sent.id.encode()
+    # Its two deliveries each killed a pool child: the letter counts them (the count of
+    # the worker's "WorkerLostError" lines would also count a child that the SIGTERM of
+    # worker.stop() ended while it finished the last job, whose answer was already out).
     assert b"2 times" in letter[b"detail"]
-    # Its two deliveries each killed a pool child (the SIGTERM of worker.stop() may end
-    # another child still finishing the last job, whose answer was already out).
-    lost = "Task handler raised error: WorkerLostError('Worker exited prematurely: signal 9"
-    assert worker.log_text().count(lost) == 2
     assert client.llen("partition") == 0
     assert client.hlen("unacked") == 0
 

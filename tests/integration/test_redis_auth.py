@@ -150,7 +150,7 @@ def test_the_node_producer_logs_in_as_the_acl_user(
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "REDIS_URL": acl_url(server)},
+        env={**os.environ, "APPORTION_REDIS_URL": acl_url(server)},
     )
 
     assert proc.returncode == 0, proc.stderr

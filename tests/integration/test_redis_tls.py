@@ -80,21 +80,17 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
 
 
 def node_producer(server: RedisServer, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """The Node producer over TLS: the URL without Python's ssl_* parameters, the CA in
-    NODE_EXTRA_CA_CERTS (docs/operations.md)."""
+    """The Node producer over TLS, given the workers' own APPORTION_REDIS_URL (with its
+    ssl_cert_reqs and ssl_ca_certs options): one URL for every process."""
     job_file = tmp_path / "node-job.json"
     job_file.write_text(json.dumps({**load_example("partition.json"), "job_id": "node-tls"}))
-    assert server.tls is not None
+    environ = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "NODE_EXTRA_CA_CERTS")}
     return subprocess.run(
         [_node(), str(NODE_PRODUCER / "producer.mjs"), "partition", str(job_file)],
         capture_output=True,
         text=True,
         timeout=120,
-        env={
-            **os.environ,
-            "REDIS_URL": f"rediss://:{PASSWORD}@127.0.0.1:{server.port}/0",
-            "NODE_EXTRA_CA_CERTS": str(server.tls[2]),
-        },
+        env={**environ, "APPORTION_REDIS_URL": server.url},
     )
 
 

@@ -58,7 +58,7 @@ def test_a_picture_without_matplotlib_says_how_to_install_the_plot_extra_in_the_
     assert main(["explain", "launch_select", JOB, "--out", str(out)]) == 1
     assert capsys.readouterr().err == (
         "apportion explain: pictures need matplotlib, the plot extra: in the checkout run "
-        "`.venv/bin/pip install -e '.[plot]'` (or `scripts/bootstrap dev`)\n"
+        "`scripts/bootstrap plot` (installed from a package: pip install 'apportion[plot]')\n"
     )
     assert not out.exists()
 

@@ -3,6 +3,7 @@ worker does, rather than answer with the setting's default."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -70,3 +71,34 @@ def test_a_workers_environment_is_valid_for_solve_and_explain(
     assert main(COMMANDS[command]) == 0
 
     assert "APPORTION" not in capsys.readouterr().err
+
+
+def test_solve_rejects_a_misspelt_field_where_the_environment_says_unknown_fields_reject(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = json.loads((EXAMPLES / "partition.json").read_text())
+    job["schema"][3]["min_szie"] = 5
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    monkeypatch.setenv("APPORTION_UNKNOWN_FIELDS", "reject")
+
+    status = main(["solve", "partition", str(tmp_path / "job.json")])
+
+    envelope = json.loads(capsys.readouterr().out)
+    assert (envelope["status"], envelope["error"]["code"]) == ("rejected", "unknown_field")
+    assert envelope["error"]["details"] == [
+        {
+            "path": "schema[3].min_szie",
+            "message": "unknown field 'min_szie'; did you mean 'min_size'?",
+        }
+    ]
+    assert status != 0
+
+
+def test_an_unknown_fields_setting_other_than_warn_or_reject_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("APPORTION_UNKNOWN_FIELDS", "rejct")
+
+    assert main(COMMANDS["solve"]) == 2
+
+    assert "APPORTION_UNKNOWN_FIELDS: Input should be 'warn' or 'reject'" in capsys.readouterr().err

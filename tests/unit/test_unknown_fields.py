@@ -9,11 +9,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from apportion import kinds
+from apportion.contracts.partition import Space
 from apportion.engine import Context, run
+from apportion.engine_settings import EngineSettings, engine_context
 from apportion.unknown_fields import (
     MAX_WARNINGS,
     OPEN_KEYS_EXAMINED,
@@ -296,3 +298,86 @@ def test_a_key_far_longer_than_every_field_name_is_no_misspelling_and_is_not_rem
 
     assert find(kinds.get("partition").job, job) == ()
     assert _suggest_short.cache_info().currsize == before
+
+
+# ---- the deployment's default: APPORTION_UNKNOWN_FIELDS ------------------------------
+
+
+def _misspelt_partition() -> dict[str, Any]:
+    job = load_example("partition.json")
+    job["schema"][3]["min_szie"] = 5  # a partition space keeps extra keys: an open model
+    return job
+
+
+def test_a_misspelt_space_field_is_never_echoed_into_the_result_only_warned() -> None:
+    job = _misspelt_partition()
+    job["schema"][3]["file_system"] = "xfs"  # a key of the space's own: passed through
+
+    envelope = run("partition", job).as_dict()
+
+    assert envelope["status"] == "ok"
+    assert [w["path"] for w in envelope["warnings"]] == ["schema[3].min_szie"]
+    assert "min_szie" not in json.dumps(envelope["result"])
+    placed = [p for p in envelope["result"]["partitions"] if p["id"] == "ceph-journal"]
+    assert [p["attributes"] for p in placed] == [{"file_system": "xfs"}]
+
+
+def test_the_deployment_rejecting_unknown_fields_rejects_a_job_that_does_not_say_strict() -> None:
+    ctx = engine_context(EngineSettings(unknown_fields="reject"))
+
+    envelope = run("partition", _misspelt_partition(), ctx).as_dict()
+
+    assert envelope["status"] == "rejected"
+    assert envelope["result"] is None
+    assert envelope["error"]["code"] == "unknown_field"
+    assert envelope["error"]["details"] == [
+        {
+            "path": "schema[3].min_szie",
+            "message": "unknown field 'min_szie'; did you mean 'min_size'?",
+        }
+    ]
+    assert "this deployment rejects jobs with unknown fields" in envelope["error"]["message"]
+
+
+def test_a_jobs_own_strict_false_keeps_warnings_where_the_deployment_rejects() -> None:
+    ctx = engine_context(EngineSettings(unknown_fields="reject"))
+
+    envelope = run("partition", _misspelt_partition() | {"strict": False}, ctx).as_dict()
+
+    assert envelope["status"] == "ok"
+    assert [w["path"] for w in envelope["warnings"]] == ["schema[3].min_szie"]
+
+
+def test_a_jobs_own_strict_true_rejects_where_the_deployment_only_warns() -> None:
+    ctx = engine_context(EngineSettings(unknown_fields="warn"))
+
+    envelope = run("partition", _misspelt_partition() | {"strict": True}, ctx).as_dict()
+
+    assert envelope["status"] == "rejected"
+    assert "a strict job may not have unknown fields" in envelope["error"]["message"]
+
+
+def test_the_deployment_rejecting_unknown_fields_answers_a_clean_job_as_usual() -> None:
+    ctx = engine_context(EngineSettings(unknown_fields="reject"))
+
+    assert run("partition", load_example("partition.json"), ctx).status == "ok"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    key=st.one_of(
+        st.from_regex(r"[a-z][a-z_]{0,14}", fullmatch=True),
+        st.sampled_from(["min_szie", "maxsize", "wieght", "best_with", "mont", "fs_typ", "label"]),
+    )
+)
+def test_an_extra_space_key_is_either_passed_through_or_warned_about_never_both(key: str) -> None:
+    assume(key not in Space.model_fields)
+    job = load_example("partition.json")
+    job["schema"][3][key] = "x"
+
+    envelope = run("partition", job).as_dict()
+
+    assert envelope["status"] == "ok"
+    warned = [w for w in envelope.get("warnings", []) if w["path"] == f"schema[3].{key}"]
+    [placed] = [p for p in envelope["result"]["partitions"] if p["id"] == "ceph-journal"]
+    assert (key in placed["attributes"]) != bool(warned)

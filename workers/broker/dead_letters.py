@@ -48,6 +48,39 @@ FIELDS = ("queue", "reason", "detail", "task", "task_id", "tag", "size", "trunca
 
 
 @dataclass(frozen=True, slots=True)
+class Reason:
+    """What a dead letter's ``reason`` means for requeueing it.
+
+    ``retriable``: the message may run once something outside it changes (a limit raised,
+    a task deployed, a bug fixed); requeued before then it comes straight back. Otherwise
+    the message itself is malformed: the gate will give every requeue the same verdict,
+    and only its producer can fix it (by sending it again, correctly).
+    """
+
+    retriable: bool
+    why: str
+
+
+# Every reason the gate (workers/broker/gate.py and the transport's pop script,
+# workers/broker/transport.py) buries a message for; a unit test reads both sources and
+# checks that each is here. A reason not listed (a newer worker's) is requeued: this
+# version cannot tell that the message could never run.
+REASONS: dict[str, Reason] = {
+    "not_json": Reason(False, "the queue item is not JSON"),
+    "not_a_message": Reason(False, "the queue item is JSON but not a kombu message object"),
+    "bad_properties": Reason(False, "the message's properties are missing or malformed"),
+    "bad_headers": Reason(False, "the message's headers are missing or malformed"),
+    "bad_body": Reason(False, "the message's body is not base64 of UTF-8 JSON"),
+    "not_a_task_call": Reason(False, "the body is not a task call [args, kwargs, embed]"),
+    "content_type": Reason(False, "the body is not JSON (the workers take no other type)"),
+    "too_large": Reason(True, "runs once APPORTION_MAX_MESSAGE_BYTES is raised above its size"),
+    "unknown_task": Reason(True, "runs once a worker with that task serves the queue"),
+    "undecodable": Reason(True, "the gate failed on it (a bug): runs once a fixed worker does"),
+    "quarantined": Reason(True, "its worker died each time: runs again, to its one answer"),
+}
+
+
+@dataclass(frozen=True, slots=True)
 class DeadLetter:
     entry_id: str
     fields: dict[str, str]
@@ -71,7 +104,8 @@ class DeadLetter:
 
 
 class CannotRequeue(Exception):
-    """The entry is gone, or only a truncated copy of its message was kept."""
+    """The entry is gone, only a truncated copy of its message was kept, or its reason
+    says it can never run (:data:`REASONS`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +198,13 @@ class DeadLetters:
         letter = self.get(entry_id)
         if letter is None:
             raise CannotRequeue(f"no dead letter {entry_id} (trimmed, or already requeued)")
+        reason = REASONS.get(letter.reason)
+        if reason is not None and not reason.retriable:
+            raise CannotRequeue(
+                f"{entry_id} was dead-lettered as {letter.reason} ({reason.why}): it can "
+                "never run, a worker would dead-letter it again; its producer must send it "
+                "again, correctly"
+            )
         if letter.truncated:
             raise CannotRequeue(
                 f"only the first {len(letter.message)} of {letter.fields.get('size')} bytes of "
@@ -224,9 +265,11 @@ def describe(letter: DeadLetter) -> str:
 
 
 __all__ = [
+    "REASONS",
     "CannotRequeue",
     "DeadLetter",
     "DeadLetterPolicy",
     "DeadLetters",
+    "Reason",
     "describe",
 ]

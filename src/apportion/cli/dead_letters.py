@@ -16,7 +16,10 @@ def add_parser(sub: Any) -> None:
     group = p.add_mutually_exclusive_group()
     group.add_argument("--show", metavar="ID", help="print one entry with its message")
     group.add_argument(
-        "--requeue", metavar="ID", help="push the entry's message back onto its queue"
+        "--requeue",
+        metavar="ID",
+        help="push the entry's message back onto its queue (refused, saying why, for a "
+        "message that can never run: not_json, bad_properties, …)",
     )
     p.set_defaults(func=run)
 

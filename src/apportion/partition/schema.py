@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from apportion import unknown_fields
 from apportion.contracts.partition import Hardware, PartitionJob, Space
 from apportion.errors import Problem, Rejected
 from apportion.limits import Limits, env_name, over_limit
@@ -182,7 +183,8 @@ def _spaces(job: PartitionJob, problems: list[Problem]) -> tuple[RawSpace, ...]:
             )
         else:
             seen[space_id] = i
-        extra = space.model_extra or {}
+        # A misspelt field (min_szie) is warned about, never passed through to the result.
+        extra = unknown_fields.passed_through(Space, space.model_extra or {})
         given = space.model_fields_set
         if space_type == "vg":
             explicit = given | set(extra)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import fakeredis
 import pytest
 
+from apportion.workers.broker import dead_letters as dead_letters_module
 from apportion.workers.broker.dead_letters import (
+    REASONS,
     CannotRequeue,
     DeadLetterPolicy,
     DeadLetters,
@@ -125,3 +130,49 @@ def test_a_malformed_entry_id_is_a_clear_refusal_not_a_redis_error(
 ) -> None:
     with pytest.raises(CannotRequeue, match="not a stream entry id"):
         store(client).requeue(entry_id)
+
+
+def _reasons_the_gate_buries_for() -> set[str]:
+    """Every reason literal in the gate and in the transport's pop script and quarantine."""
+    broker = Path(dead_letters_module.__file__).parent
+    gate = (broker / "gate.py").read_text()
+    transport = (broker / "transport.py").read_text()
+    return (
+        set(re.findall(r'_Refused\(\s*"([a-z_]+)"', gate))
+        | set(re.findall(r'Bury\(\s*"([a-z_]+)"', gate))
+        | set(re.findall(r"bury\(queue, item, '([a-z_]+)'", transport))
+        | set(re.findall(r'reason="([a-z_]+)"', transport))
+    )
+
+
+def test_every_reason_the_gate_buries_for_is_classed_retriable_or_never_runnable() -> None:
+    found = _reasons_the_gate_buries_for()
+
+    assert len(found) >= 10  # the patterns above still find the gate's reasons
+    assert found == set(REASONS)
+
+
+@pytest.mark.parametrize("reason", sorted(r for r, c in REASONS.items() if not c.retriable))
+def test_an_item_that_can_never_run_is_not_requeued_and_the_refusal_says_why(
+    client: fakeredis.FakeRedis, reason: str
+) -> None:
+    dead = store(client)
+    entry = dead.bury(b"\x00not json", queue="partition", reason=reason, detail="")
+
+    with pytest.raises(CannotRequeue, match=f"dead-lettered as {reason} .*never run"):
+        dead.requeue(entry)
+
+    assert client.llen("partition") == 0
+    assert dead.get(entry) is not None
+
+
+@pytest.mark.parametrize("reason", sorted(r for r, c in REASONS.items() if c.retriable))
+def test_an_item_that_may_run_after_a_change_is_requeued(
+    client: fakeredis.FakeRedis, reason: str
+) -> None:
+    dead = store(client)
+    entry = dead.bury(b'{"job": 1}', queue="partition", reason=reason, detail="")
+
+    dead.requeue(entry)
+
+    assert client.lrange("partition", 0, -1) == [b'{"job": 1}']
