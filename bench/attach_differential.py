@@ -1,7 +1,7 @@
 """Differential test of auto_attach against Candlepin's own rules.js, run under Node.
 
 Run: ``.venv/bin/python bench/attach_differential.py --candlepin PATH [--rules R]
-[--jobs N] [--seed S] [--show K] [--big]``
+[--corpus random|partial-stacks] [--jobs N] [--seed S] [--show K] [--big]``
 
 ``PATH`` is a clone of https://github.com/candlepin/candlepin (a bare mirror is fine; the
 environment variable ``CANDLEPIN_REPO`` may name it instead). Without it, or without
@@ -20,6 +20,14 @@ with sizes, instance_multiplier, arch, virt_only, requires_host, guest_limit, sy
 values, unlimited or used-up quantities, expired and future dates, and exact copies of
 other pools (identical pools); sometimes attached entitlements (so partial stacks and
 compliant products occur) and sometimes an explicit product list.
+
+``--corpus partial-stacks`` draws only consumers that already hold part of one or two
+stacks (an entitlement of a stacked pool too small to cover them), most with a role
+and addons, sometimes a compliant product whose pool carries them; the pools are more
+of those stacks and unstacked pools, carrying the consumer's role or addons (in other
+spellings) or others', providing installed products or not, among random ones. In the
+random corpus about 5 % of the consumers hold a partial stack; here nearly all do, and
+most still need a role or addon when the stack is completed.
 
 An answer agrees when the pool → quantity maps are equal. A disagreement where the two
 answers become equal once identical pools (same everything but the id) are treated as
