@@ -1,7 +1,7 @@
 """Differential test of auto_attach against Candlepin's own rules.js, run under Node.
 
 Run: ``.venv/bin/python bench/attach_differential.py --candlepin PATH [--rules R]
-[--jobs N] [--seed S] [--show K] [--big]``
+[--corpus random|partial-stacks] [--jobs N] [--seed S] [--show K] [--big]``
 
 ``PATH`` is a clone of https://github.com/candlepin/candlepin (a bare mirror is fine; the
 environment variable ``CANDLEPIN_REPO`` may name it instead). Without it, or without
@@ -20,6 +20,14 @@ with sizes, instance_multiplier, arch, virt_only, requires_host, guest_limit, sy
 values, unlimited or used-up quantities, expired and future dates, and exact copies of
 other pools (identical pools); sometimes attached entitlements (so partial stacks and
 compliant products occur) and sometimes an explicit product list.
+
+``--corpus partial-stacks`` draws only consumers that already hold part of one or two
+stacks (an entitlement of a stacked pool too small to cover them), most with a role
+and addons, sometimes a compliant product whose pool carries them; the pools are more
+of those stacks and unstacked pools, carrying the consumer's role or addons (in other
+spellings) or others', providing installed products or not, among random ones. In the
+random corpus about 5 % of the consumers hold a partial stack; here nearly all do, and
+most still need a role or addon when the stack is completed.
 
 An answer agrees when the pool → quantity maps are equal. A disagreement where the two
 answers become equal once identical pools (same everything but the id) are treated as
@@ -226,6 +234,139 @@ def random_job(rng: random.Random, rules: str) -> dict[str, Any]:
     return job
 
 
+def _case_variant(rng: random.Random, value: str) -> str:
+    return rng.choice([value, value.lower(), value.upper(), f" {value} "])
+
+
+def _purpose_attrs(rng: random.Random, consumer: dict[str, Any]) -> dict[str, str]:
+    """Roles/addons for a pool: often the consumer's own (in another spelling), else
+    another's, else none."""
+    out: dict[str, str] = {}
+    role = consumer.get("role")
+    if rng.random() < 0.5:
+        if role and rng.random() < 0.7:
+            out["roles"] = _case_variant(rng, role).strip()
+        else:
+            out["roles"] = rng.choice([*ROLES, "Satellite, RHEL Server"])
+    if rng.random() < 0.45:
+        mine = consumer.get("addons") or []
+        if mine and rng.random() < 0.7:
+            picked = rng.sample(mine, rng.randint(1, len(mine)))
+            out["addons"] = ",".join(_case_variant(rng, a).strip() for a in picked)
+        else:
+            out["addons"] = rng.choice([*ADDONS, "RHEL EUS,Smart Management"])
+    return out
+
+
+def _stack_pool(
+    rng: random.Random,
+    pool_id: str,
+    stack: str,
+    consumer: dict[str, Any],
+    installed: list[str],
+    guest: bool,
+) -> dict[str, Any]:
+    """A pool of ``stack``: a size the consumer needs several of, often the consumer's
+    role or addons, sometimes an installed product (else only its own sku)."""
+    pool = _pool(rng, 0, guest)
+    pool["id"] = pool_id
+    pattrs = {
+        k: v
+        for k, v in pool["product_attributes"].items()
+        if k not in ("roles", "addons", "stacking_id", "multi-entitlement", "instance_multiplier")
+    }
+    pattrs["stacking_id"] = stack
+    pattrs["multi-entitlement"] = "yes"
+    size = "vcpu" if guest and rng.random() < 0.5 else rng.choice(["sockets", "sockets", "cores"])
+    pattrs[size] = rng.choice(["1", "2"])
+    if not guest and rng.random() < 0.1:
+        pattrs["instance_multiplier"] = "2"
+    pattrs.update(_purpose_attrs(rng, consumer))
+    pool["product_attributes"] = pattrs
+    pool["attributes"] = {
+        k: v for k, v in pool["attributes"].items() if k not in ("roles", "addons")
+    }
+    pool["product_id"] = rng.choice(installed) if rng.random() < 0.6 else f"sku-{pool_id}"
+    pool["provided_products"] = rng.sample(installed, rng.choice([0, 0, 1]))
+    if rng.random() < 0.8:  # mostly usable: the class is about which groups win
+        pool["quantity"], pool["consumed"] = rng.randint(4, 20), 0
+        pool["start_date"], pool["end_date"] = (
+            "2025-01-01T00:00:00.000Z",
+            "2030-01-01T00:00:00.000Z",
+        )
+    return pool
+
+
+def partial_stack_job(rng: random.Random, rules: str) -> dict[str, Any]:
+    """A consumer holding part of a stack (1–2 partial stacks, sometimes a compliant
+    product too), with a role and addons more often than not; pools of those stacks
+    and unstacked pools carrying the role, the addons or neither, providing installed
+    products or not: the class where a partial stack and another group both offer a
+    role or addon still needed."""
+    consumer = _consumer(rng)
+    guest = consumer["facts"]["virt.is_guest"] == "true"
+    facts = consumer["facts"]
+    facts["cpu.cpu_socket(s)"] = str(rng.choice([4, 8, 12]))
+    if rng.random() < 0.75:
+        consumer["role"] = rng.choice(ROLES)
+    consumer["addons"] = rng.sample(ADDONS, rng.choice([0, 1, 1, 2]))
+    if rng.random() < 0.8:
+        # rules.js loops on a consumer's addon not in lower case once something is
+        # attached (bench/attach.md); the oracle then waits 5 s and asks again
+        # lower-cased. The pools keep their spellings, so matching is still exercised.
+        consumer["addons"] = [a.lower() for a in consumer["addons"]]
+    installed: list[str] = consumer["installed_products"]
+    stacks = rng.sample(STACKS, rng.choice([1, 1, 2]))
+    pools: list[dict[str, Any]] = []
+    entitlements: list[dict[str, Any]] = []
+    for k, stack in enumerate(stacks):
+        held = _stack_pool(rng, f"pool-h{k}", stack, consumer, installed, guest)
+        held["product_id"] = rng.choice(installed)  # in a compliance map: partial
+        if rng.random() < 0.7:  # the held pool's roles/addons may already provide them
+            held["product_attributes"].pop("roles", None)
+            held["product_attributes"].pop("addons", None)
+        entitlements.append({"id": f"ent-{k}", "pool": copy.deepcopy(held), "quantity": 1})
+        if rng.random() < 0.5:
+            pools.append(held)
+        for i in range(rng.randint(1, 3)):
+            pools.append(_stack_pool(rng, f"pool-{stack}-{i}", stack, consumer, installed, guest))
+    for i in range(rng.randint(1, 4)):  # unstacked pools carrying the role or addons
+        pool = _pool(rng, 40 + i, guest)
+        attrs = pool["product_attributes"]
+        for name in ("stacking_id", "roles", "addons"):
+            attrs.pop(name, None)
+        attrs.update(_purpose_attrs(rng, consumer))
+        if rng.random() < 0.5:
+            pool["provided_products"] = rng.sample(installed, 1)
+        pools.append(pool)
+    for i in range(rng.randint(0, 5)):
+        pools.append(_pool(rng, 60 + i, guest))
+    if rng.random() < 0.25:  # a compliant product whose pool may provide a role/addon
+        done = _pool(rng, 95, guest)
+        done["product_attributes"] = _purpose_attrs(rng, consumer)
+        done["product_id"] = rng.choice(installed)
+        done["start_date"], done["end_date"] = (
+            "2025-01-01T00:00:00.000Z",
+            "2030-01-01T00:00:00.000Z",
+        )
+        entitlements.append({"id": "ent-c", "pool": done, "quantity": 1})
+    rng.shuffle(pools)
+    job: dict[str, Any] = {
+        "job_id": "differential",
+        "consumer": consumer,
+        "pools": pools,
+        "entitlements": entitlements,
+        "at": AT,
+        "rules": rules,
+    }
+    if guest:
+        job["host_uuid"] = HOST
+    return job
+
+
+CORPORA = {"random": random_job, "partial-stacks": partial_stack_job}
+
+
 # ---- Candlepin's JSON ----------------------------------------------------------------
 
 
@@ -362,6 +503,13 @@ def main() -> int:
     parser.add_argument("--candlepin", default=os.environ.get("CANDLEPIN_REPO"))
     parser.add_argument("--rules", default="candlepin-5.42", choices=sorted(RULES))
     parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument(
+        "--corpus",
+        default="random",
+        choices=sorted(CORPORA),
+        help="random: the whole attribute space; partial-stacks: consumers holding part "
+        "of a stack, with roles and addons",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--show", type=int, default=5, help="print this many disagreements")
     parser.add_argument("--big", action="store_true", help="also the 2,000-pool benchmark job")
@@ -371,7 +519,8 @@ def main() -> int:
         print("skipped: needs a Candlepin clone (--candlepin or CANDLEPIN_REPO) and node")
         return 0
     rng = random.Random(args.seed)
-    jobs = [random_job(rng, args.rules) for _ in range(args.jobs)]
+    make = CORPORA[args.corpus]
+    jobs = [make(rng, args.rules) for _ in range(args.jobs)]
     if args.big:
         sys.path.insert(0, str(HERE.parent))
         from bench.bench_attach import make_job
@@ -406,7 +555,7 @@ def main() -> int:
     summary = ", ".join(f"{k} {v}" for k, v in counts.most_common())
     agree = counts["agree"] + counts["tie of identical pools"]
     print(
-        f"{args.rules}, seed {args.seed}: {total} jobs: {summary}; "
+        f"{args.rules}, {args.corpus}, seed {args.seed}: {total} jobs: {summary}; "
         f"agreement {100 * agree / max(total, 1):.1f} % (ties counted as agreeing), "
         f"{100 * counts['agree'] / max(total, 1):.1f} % identical"
     )

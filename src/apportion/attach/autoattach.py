@@ -207,7 +207,13 @@ def run_attach(inp: AttachInput) -> AttachOutcome:
     groups = build_groups(members, ctx, _attached(ctx, inp.compliance), scorer.scale)
     usable = _work(groups, set(partial))
     still_needed = set(needs.needed)
-    picks = select(usable, still_needed, partial, inp.profile.most_products_first)
+    picks = select(
+        usable,
+        still_needed,
+        partial,
+        inp.profile.most_products_first,
+        partials_cover_products_only=inp.profile.partials_cover_products_only,
+    )
     quantities, covered = _quantities(picks)
     covered_list = tuple(p for p in needs.to_cover if p in covered)
     uncovered = tuple(p for p in needs.to_cover if p not in covered)

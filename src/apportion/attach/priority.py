@@ -66,6 +66,13 @@ class RuleProfile:
         return not self.follows_rules_js
 
     @property
+    def partials_cover_products_only(self) -> bool:
+        """rules.js completes partial stacks taking only their products off what is still
+        needed (a role or addon they carry stays needed for the greedy rounds); the seed
+        ("complete partial stacks", then cover what is left) counts all they provide."""
+        return self.follows_rules_js
+
+    @property
     def reads_like_the_server(self) -> bool:
         """rules.js and its server: only the compliance maps' entitlements satisfy a role
         or addon (needs.py), the server offers the rules only the pools that match

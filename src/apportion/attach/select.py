@@ -4,6 +4,11 @@ Each round keeps the running best of a scan over the candidate groups, by the ru
 order of :mod:`.ranking`. Small selections rescan the candidates every round; large
 ones (:data:`SCAN_LIMIT`) follow the same scan through segment trees
 (:mod:`.select_indexed`). Both give the same picks.
+
+Partial stacks come first (:func:`select`). The candlepin-* profiles take only their
+products off what is still needed and keep them among the candidates, as rules.js
+does: a partial stack carrying a still-needed role or addon competes for it in the
+rounds like any other group, and may be picked a second time for it.
 """
 
 from __future__ import annotations
@@ -22,7 +27,10 @@ SCAN_LIMIT = 60_000
 
 
 def _partial_stack_picks(
-    groups: Sequence[GroupWork], needed: set[Offer], partial_stacks: Sequence[str]
+    groups: Sequence[GroupWork],
+    needed: set[Offer],
+    partial_stacks: Sequence[str],
+    products_only: bool,
 ) -> list[Pick]:
     picks: list[Pick] = []
     chosen: set[str] = set()
@@ -33,10 +41,13 @@ def _partial_stack_picks(
     for stack_id in partial_stacks:
         for found in by_stack.get(stack_id, ()):
             if found.key not in chosen:
-                new = tuple(sorted(found.offers() & needed))
+                covered = found.offers() & needed
+                if products_only:
+                    covered = frozenset(o for o in covered if o[0] == "product")
+                new = tuple(sorted(covered))
                 picks.append(Pick(found, "completes a partial stack", new, PARTIAL_STACK))
                 chosen.add(found.key)
-                needed -= found.offers()
+                needed -= covered
     return picks
 
 
@@ -45,13 +56,26 @@ def select(
     needed: set[Offer],
     partial_stacks: Sequence[str],
     products_first: bool = False,
+    *,
+    partials_cover_products_only: bool = False,
 ) -> list[Pick]:
     """Choose groups until nothing still needed can be covered; ``needed`` is consumed.
 
     ``groups`` are in scan order; ``products_first`` is the ``seed`` profile's rule 1.
+
+    ``partials_cover_products_only`` is rules.js ``get_best_entitlement_groups``: a
+    partial stack's group takes only its products off what is still needed, so a role
+    or addon it carries is still needed in the greedy rounds, where the same group
+    stays a candidate (it is never left out of ``find_best_ent_group``'s groups) and
+    competes for it with every other group. Otherwise (the seed's reading) the partial
+    stack provides everything it offers and takes no part in the greedy rounds.
     """
-    picks = _partial_stack_picks(groups, needed, partial_stacks) if partial_stacks else []
-    chosen = {p.group.key for p in picks}
+    picks = (
+        _partial_stack_picks(groups, needed, partial_stacks, partials_cover_products_only)
+        if partial_stacks
+        else []
+    )
+    chosen: set[str] = set() if partials_cover_products_only else {p.group.key for p in picks}
     candidates: list[Candidate] = []
     for group in groups:
         if group.key not in chosen:

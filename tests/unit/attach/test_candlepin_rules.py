@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from tests.unit.attach.support import (
     PRODUCT,
     attach,
@@ -363,3 +365,84 @@ def test_a_guest_reads_the_vcpu_of_a_pool_without_one_from_its_cores_pool_attrib
         payload = guest_vcpu_job(rules)
         assert attach(payload)["pool_quantities"] == {"b": 1}
         assert _picks(payload)[0]["decided_by"] == "average_priority"
+
+
+def partial_stack_purpose_job(
+    rules: str = "candlepin-5.42", purpose: str = "role", unstacked_provides: bool = True
+) -> dict[str, Any]:
+    carried = syspurpose(roles="RHEL Server") if purpose == "role" else syspurpose(addons="ELS")
+    held = pool("pool-11", quantity=1, consumed=1, pattrs=stacking("s1", sockets="2"))
+    completing = pool("pool-12", quantity=10, pattrs={**stacking("s1", sockets="2"), **carried})
+    unstacked = pool(
+        "pool-20",
+        "sku-20",
+        provided=(PRODUCT,) if unstacked_provides else (),
+        pattrs=carried,
+    )
+    wants: dict[str, Any] = {"role": "RHEL Server"} if purpose == "role" else {"addons": ("ELS",)}
+    cons = consumer(sockets="8", installed=(PRODUCT,), **wants)
+    pools = [held, completing, unstacked]
+    return job(cons, pools, None, rules=rules, entitlements=[ent("ent-11", held)])
+
+
+@pytest.mark.parametrize("purpose", ["role", "addon"])
+@pytest.mark.parametrize("rules", ["candlepin-5.42", "candlepin-5.44"])
+def test_a_partial_stack_takes_only_its_products_so_its_role_is_still_needed(
+    rules: str, purpose: str
+) -> None:
+    """An 8-socket consumer with role "RHEL Server" (or addon "ELS") already holds 1 of
+    pool-11; the pool carrying the role completes its stack:
+
+        stack s1 (sockets 2 each)        held  available  provides   carries
+          pool-11                          1       0      a-product  -
+          pool-12                          -      10      a-product  the role/addon
+        unstacked
+          pool-20                          -       5      a-product  the role/addon
+
+    Stack s1 is partial (2 of 8 sockets), a-product partially compliant, the role
+    not provided by pool-11. rules.js ``get_best_entitlement_groups`` first takes the
+    partial stack's group [pool-12] and removes only its products (a-product) from
+    what is still needed; the role stays, and ``find_best_ent_group(…, role, addons)``
+    scans every group again, the partial one included. Priorities (5.42 weights): both
+    match a-product and the role; pool-12's sockets score (10 − 0 − 1.5)·2 = 17 (it
+    needs 4 of 2), pool-20 leaves them unset (+20): pool-12 = 9026.5, pool-20 = 9029.5
+    (role; 5.44: 17988.25 and 17991.25). pool-20 wins the role on its average, and
+    pool-12 takes the 3 missing: {pool-12: 3, pool-20: 1}, as rules.js 5.42 and 5.44
+    answer. The ``seed`` profile counts the role as provided by the completed stack:
+    {pool-12: 3}.
+    """
+    payload = partial_stack_purpose_job(rules, purpose)
+    result = attach(payload)
+    assert result["pool_quantities"] == {"pool-12": 3, "pool-20": 1}
+    picks = result["explanation"]["picks"]
+    carried = "role:rhel server" if purpose == "role" else "addon:els"
+    assert [(p["group"], p["covers"]) for p in picks] == [
+        ("stack:s1", [f"product:{PRODUCT}"]),
+        ("pool:pool-20", [carried]),
+    ]
+    assert picks[1]["runner_up"] == "stack:s1"
+    assert picks[1]["decided_by"] == "average_priority"
+    seed = attach(partial_stack_purpose_job("seed", purpose))
+    assert seed["pool_quantities"] == {"pool-12": 3}
+    assert [p["covers"] for p in seed["explanation"]["picks"]] == [
+        sorted([carried, f"product:{PRODUCT}"])
+    ]
+
+
+@pytest.mark.parametrize("rules", ["candlepin-5.42", "candlepin-5.44"])
+def test_a_partial_stack_carrying_the_role_is_picked_again_when_it_wins_it(rules: str) -> None:
+    """As above, but pool-20 provides only its own sku: it carries the role and nothing
+    installed, so its priority loses the products match (5.42: 3149.5 against
+    pool-12's 9026.5). The partial stack's group, still a candidate, wins the role on
+    its average and is picked a second time, as rules.js pushes it again: the answer is
+    {pool-12: 3} (rules.js 5.42 and 5.44 alike), reached by another path than the
+    ``seed`` profile's.
+    """
+    result = attach(partial_stack_purpose_job(rules, unstacked_provides=False))
+    assert result["pool_quantities"] == {"pool-12": 3}
+    picks = result["explanation"]["picks"]
+    assert [(p["group"], p["reason"], p["covers"]) for p in picks] == [
+        ("stack:s1", "completes a partial stack", [f"product:{PRODUCT}"]),
+        ("stack:s1", "best group", ["role:rhel server"]),
+    ]
+    assert picks[1]["runner_up"] == "pool:pool-20"

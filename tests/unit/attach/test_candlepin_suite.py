@@ -524,6 +524,43 @@ def test_a_partial_stack_of_another_id_is_not_completed(rules: str) -> None:
     assert "DEAD-BEEF" not in chosen(payload)
 
 
+def test_a_completed_partial_stack_leaves_its_addon_to_the_pool_scoring_higher(
+    rules: str,
+) -> None:
+    """8 sockets, addons RHEL EUS and ELS; compliance as Candlepin's tests set it up:
+    stack s1 partial with 2 of "held" (sockets 2), a-product partially compliant.
+
+        stack s1   stack-more  sockets 2  a-product  addons ELS
+        unstacked  eus                    a-product  addons RHEL EUS
+        unstacked  els                    a-product  addons ELS
+
+    stack-more completes the stack with 2 and takes a-product off. rules.js leaves both
+    addons needed: eus and els each score 3 above stack-more (sockets unset, +20,
+    against stack-more's 17) and take them: {stack-more: 2, eus: 1, els: 1}. The seed
+    profile counts ELS as provided by the completed stack: {stack-more: 2, eus: 1}.
+    """
+    held = pool("held", pattrs=stacking("s1", sockets="2"))
+    more = pool(
+        "stack-more",
+        "sku-more",
+        provided=(PRODUCT,),
+        pattrs={**stacking("s1", sockets="2"), **syspurpose(addons="ELS")},
+    )
+    eus = pool("eus", "sku-eus", provided=(PRODUCT,), pattrs=syspurpose(addons="RHEL EUS"))
+    els = pool("els", "sku-els", provided=(PRODUCT,), pattrs=syspurpose(addons="ELS"))
+    held_ent = ent("e1", held, quantity=2)
+    compliance = {
+        "partial_stacks": {"s1": [held_ent]},
+        "partially_compliant_products": {PRODUCT: [held_ent]},
+    }
+    cons = consumer(sockets="8", installed=(PRODUCT,), addons=("RHEL EUS", "ELS"))
+    payload = job(cons, [more, eus, els], None, rules=rules, compliance=compliance)
+    expected = {"stack-more": 2, "eus": 1}
+    if rules != "seed":
+        expected["els"] = 1
+    assert chosen(payload) == expected
+
+
 def test_no_pools_means_nothing_to_attach(rules: str) -> None:
     assert chosen(job(consumer(), [], ["QUANTITY001"], rules=rules)) == {}
 

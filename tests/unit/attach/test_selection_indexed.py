@@ -41,6 +41,7 @@ _problem = st.fixed_dictionaries(
         "needed": st.sets(st.sampled_from(UNIVERSE), min_size=1),
         "partial": st.lists(st.integers(0, 11), max_size=2),
         "products_first": st.booleans(),
+        "partials_cover_products_only": st.booleans(),
     }
 )
 
@@ -81,7 +82,13 @@ def _run(problem: dict[str, Any], limit: int, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(selection, "SCAN_LIMIT", limit)
     groups, partial = _build(problem)
     needed = set(problem["needed"])
-    picks = selection.select(groups, needed, partial, problem["products_first"])
+    picks = selection.select(
+        groups,
+        needed,
+        partial,
+        problem["products_first"],
+        partials_cover_products_only=problem["partials_cover_products_only"],
+    )
     return _outcome(picks), needed
 
 
