@@ -32,6 +32,7 @@ import { createClient } from "redis";
 const QUEUES = {
   auto_attach: "attach",
   guest_host_attach: "attach",
+  heal_org: "attach",
   launch_select: "launch",
   partition: "partition",
   launch_outcome: "events",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from apportion import kinds
 from tests.acceptance.cli import apportion, output_json
 from tests.conftest import EXAMPLES, load_example, load_reference
 
@@ -164,7 +165,11 @@ def test_schema_all_writes_every_kinds_job_and_envelope_schema(tmp_path: Path) -
     written = sorted(p.name for p in tmp_path.iterdir())
     assert "partition.json" in written
     assert "partition.result.json" in written
-    assert len(written) == 10
+    # A job schema and an envelope schema for each built-in kind.
+    assert written == sorted(
+        f"{k}{end}" for k in kinds.names() for end in (".json", ".result.json")
+    )
+    assert "heal_org.result.json" in written
     assert json.loads((tmp_path / "partition.result.json").read_text())["title"] == (
         "partition result envelope"
     )

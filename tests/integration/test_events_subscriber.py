@@ -152,7 +152,16 @@ def test_events_follows_on_across_an_outage_longer_than_its_connect_timeout(
     server.restart()
     publish(server.client(), 0, 1)
     events = Events(server, tmp_path / "e.jsonl", "--connect-timeout", "1")
-    leaving = Events(server, tmp_path / "x.jsonl", "--connect-timeout", "1", "--exit-on-disconnect")
+    # Its own group: in the same one, the two would share the entries between them.
+    leaving = Events(
+        server,
+        tmp_path / "x.jsonl",
+        "--group",
+        "leaving",
+        "--connect-timeout",
+        "1",
+        "--exit-on-disconnect",
+    )
     try:
         wait_until(lambda: len(events.job_ids()) == 1, 30, what="the first entry")
         server.stop()

@@ -5,13 +5,14 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from apportion.cli import main
-from apportion.cli.common import InputTooLarge, read_input
+from apportion.cli.common import InputTooLarge, engine_settings, read_input
 from apportion.config.settings import get_settings
 from apportion.engine_settings import EngineSettings
 
@@ -28,6 +29,15 @@ class EndlessStdin(io.StringIO):
             raise AssertionError("stdin read without a limit")
         self.asked.append(size)
         return "x" * size
+
+
+@pytest.fixture(autouse=True)
+def fresh_engine_settings() -> Iterator[None]:
+    # The CLI reads its settings once per process (a cache): a limit a test sets in the
+    # environment must not stay in the cache for the tests after it.
+    engine_settings.cache_clear()
+    yield
+    engine_settings.cache_clear()
 
 
 @pytest.fixture
