@@ -135,6 +135,12 @@ def _broker(settings: Settings) -> dict[str, Any]:
         "visibility_timeout": settings.visibility_timeout,
         "broker_connection_retry_on_startup": True,
         "broker_connection_max_retries": None,  # keep reconnecting; never exit on an outage
+        # A reply by which Redis refuses (out of memory, read-only, MISCONF) is a
+        # "channel error" to kombu, and Celery ends the worker on one unless told to
+        # reconnect. The transport handles every refusal it meets itself
+        # (workers/broker/transport.py, ``refused``); this is the backstop for any
+        # other: the consumer reconnects with its backoff, the worker never exits.
+        "broker_channel_error_retry": True,
         "task_publish_retry": True,
         "task_publish_retry_policy": dict(PRODUCER_RETRY_POLICY),
     }
