@@ -26,6 +26,7 @@ from apportion.workers.redis.client import (
     error_text,
     is_outage,
     redact_url,
+    refusal,
 )
 from apportion.workers.redis.keys import UNACKED, Keys, queue_list
 
@@ -57,6 +58,8 @@ class Health:
     dead_letters: int = 0
     problems: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
+    # Why the workers could not be asked (the broadcast failed), None when they were.
+    workers_error: str | None = None
 
     @property
     def healthy(self) -> bool:
@@ -169,10 +172,12 @@ def judge(health: Health, queues: Sequence[str], node: str | None, limits: Thres
     if not health.redis_ok:
         health.problems.append(f"Redis unreachable at {health.redis_url}: {health.redis_error}")
         return
-    if node is not None and not any(node in names for names in health.workers.values()):
+    if health.workers_error is not None:
+        health.problems.append(f"could not ask the workers: {health.workers_error}")
+    elif node is not None and not any(node in names for names in health.workers.values()):
         health.problems.append(f"worker {node} did not answer")
     for queue in queues:
-        if not health.workers.get(queue):
+        if health.workers_error is None and not health.workers.get(queue):
             health.problems.append(f"no worker consumes queue {queue!r}")
         depth = health.queue_depth.get(queue, 0)
         if limits.max_queue_depth is not None and depth > limits.max_queue_depth:
@@ -210,7 +215,15 @@ def check(
     finally:
         client.close()
     if health.redis_ok:
-        health.workers = read_workers(settings, timeout, node)
+        # The broadcast writes to Redis (its reply queue): a Redis that answers but
+        # refuses writes (out of memory, read-only) fails it, which is reported.
+        try:
+            health.workers = read_workers(settings, timeout, node)
+        except Exception as exc:  # whatever kombu wraps it in: reported, never a traceback
+            why = refusal(exc)
+            health.workers_error = (
+                f"Redis answered but refused: {why}" if why is not None else error_text(exc)
+            )
     judge(health, checked, node, thresholds)
     health.elapsed_s = time.monotonic() - started
     return health

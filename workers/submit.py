@@ -14,10 +14,11 @@ from typing import Any
 from celery.exceptions import TimeoutError as CeleryTimeout
 from kombu.exceptions import OperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 
 from apportion.config.settings import Settings
 from apportion.workers.producer import JobSender, producer_app
-from apportion.workers.redis.client import error_text, redact_url
+from apportion.workers.redis.client import error_text, redact_url, refusal
 
 Step = Callable[[str], None]
 
@@ -43,6 +44,7 @@ def send(
     policy = dict(backend_options.get("retry_policy") or {})
     policy["max_retries"] = max(1, min(int(policy.get("max_retries", 20)), int(timeout)))
     app.conf.result_backend_transport_options = {**backend_options, "retry_policy": policy}
+    results: list[Any] = []
     try:
         # Fail fast and clearly when Redis is down, instead of Celery's long retry loops.
         with app.connection_for_write() as conn:
@@ -52,12 +54,19 @@ def send(
                 interval_step=0.5,
                 interval_max=1.0,
             )
-        results = []
         with JobSender(app) as sender:
             for job in jobs:
                 results.append(sender.send(task_name, job))
                 step("sent")
-    except (OperationalError, OSError, RuntimeError) as exc:
+    except (OperationalError, OSError, RuntimeError, ResponseError) as exc:
+        why = refusal(exc)
+        if why is not None:
+            raise SubmitFailed(
+                f"Redis at {redact_url(settings.broker)} answered but refused the job(s): "
+                f"{why}; {len(results)} of {len(jobs)} sent"
+            ) from None
+        if isinstance(exc, ResponseError):
+            raise
         raise SubmitFailed(
             f"cannot reach the broker at {redact_url(settings.broker)}: {error_text(exc)}"
         ) from None
@@ -76,7 +85,15 @@ def wait(results: Sequence[Any], timeout: float, step: Step, settings: Settings)
             f"no result within {timeout:g} s ({len(envelopes)} of {len(results)} answered); "
             "is a worker running on the queue? (apportion health)"
         ) from None
-    except (OperationalError, RedisConnectionError, OSError) as exc:
+    except (OperationalError, RedisConnectionError, OSError, ResponseError) as exc:
+        why = refusal(exc)
+        if why is not None:
+            raise SubmitFailed(
+                f"Redis at {redact_url(settings.backend)} answered but refused to serve the "
+                f"results: {why}"
+            ) from None
+        if isinstance(exc, ResponseError):
+            raise SubmitFailed(f"task failed: {type(exc).__name__}: {exc}") from None
         raise SubmitFailed(_backend_lost(settings, error_text(exc))) from None
     except RuntimeError as exc:  # Celery's "Retry limit exceeded … result store backend"
         raise SubmitFailed(_backend_lost(settings, " ".join(str(exc).split()))) from None

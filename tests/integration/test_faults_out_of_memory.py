@@ -10,6 +10,7 @@ writes again, long before the visibility timeout (an hour here, the default).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,8 +20,9 @@ import redis
 
 from apportion.config.settings import Settings
 from apportion.workers.app import create_app
+from tests.acceptance.cli import apportion
 from tests.integration.conftest import CELERY_TASK_LINES, worker_env
-from tests.support.jobs import event_counts, mixed_jobs, queued_and_unacked
+from tests.support.jobs import SMALL_PARTITION, event_counts, mixed_jobs, queued_and_unacked
 from tests.support.processes import RedisServer, Worker, free_port, wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow]
@@ -89,6 +91,10 @@ def test_out_of_memory_stops_no_worker_and_every_job_is_answered_once_memory_is_
     # the message back: it keeps the message unacknowledged and takes no more.
     wait_until(lambda: refusals(workers) >= 4, 30, interval=0.2, what="jobs held by both")
     assert all("Redis refused to requeue" in w.log_text() for w in workers)
+    # What an operator sees meanwhile: a report and an exit status, never a traceback.
+    env = {"APPORTION_REDIS_URL": server.url}
+    health = apportion("health", env=env, timeout=60)
+    submitted = apportion("submit", "partition", "-", stdin=json.dumps(SMALL_PARTITION), env=env)
     # Out of memory for 10 s more: nobody exits, nothing is answered, nothing is lost.
     until = time.monotonic() + 10
     while time.monotonic() < until:
@@ -98,6 +104,14 @@ def test_out_of_memory_stops_no_worker_and_every_job_is_answered_once_memory_is_
     queued, unacked = queued_and_unacked(admin)
     assert queued + unacked == len(jobs)
     assert unacked >= 4
+
+    assert health.returncode == 1, health.stdout + health.stderr
+    assert "Traceback" not in health.stdout + health.stderr
+    assert "Redis answered but refused: out of memory" in health.stdout
+    assert submitted.returncode == 1
+    assert "Traceback" not in submitted.stderr
+    assert "answered but refused the job(s): out of memory" in submitted.stderr
+    assert "cannot reach the broker" not in submitted.stderr
 
     admin.config_set("maxmemory", 0)
     freed = time.monotonic()

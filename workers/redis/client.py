@@ -69,6 +69,45 @@ def is_outage(exc: BaseException) -> bool:
     return isinstance(exc, OSError)
 
 
+# What each refusal means to an operator (the reply's code → words).
+_REFUSAL_WORDS = {
+    "OOM": "out of memory (used memory is over maxmemory, and the policy evicts nothing)",
+    "MISCONF": "it cannot persist to disk (MISCONF: stop-writes-on-bgsave-error)",
+    "READONLY": "it is a read-only replica",
+    "MASTERDOWN": "it is a replica that lost its master",
+    "NOREPLICAS": "too few replicas for min-replicas-to-write",
+    "LOADING": "it is still loading its dataset",
+    "BUSY": "a script is running",
+    "TRYAGAIN": "a cluster slot is being moved",
+}
+_REFUSAL_CLASSES: tuple[tuple[type[Exception], str], ...] = (
+    (redis.exceptions.OutOfMemoryError, "OOM"),
+    (redis.exceptions.ReadOnlyError, "READONLY"),
+    (redis.exceptions.MasterDownError, "MASTERDOWN"),
+    (redis.BusyLoadingError, "LOADING"),
+)
+
+
+def refusal(exc: BaseException | None) -> str | None:
+    """Why Redis refused, when ``exc`` (or an exception it was raised from, as kombu and
+    Celery wrap redis-py's) is a reply by which a reachable Redis cannot serve now;
+    None for anything else (unreachable, or a reply that is not an outage)."""
+    seen = 0
+    while exc is not None and seen < 8:
+        for cls, code in _REFUSAL_CLASSES:
+            if isinstance(exc, cls):
+                return _REFUSAL_WORDS[code]
+        if isinstance(exc, redis.ResponseError):
+            code = str(exc).split(" ", 1)[0]
+            if code in _REFUSAL_WORDS:
+                return _REFUSAL_WORDS[code]
+            if "used memory > 'maxmemory'" in str(exc):  # a pipeline's wrapped reply
+                return _REFUSAL_WORDS["OOM"]
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
 def make_redis(
     url: str,
     *,
