@@ -20,6 +20,7 @@ import redis
 
 from apportion import kinds
 from apportion.config.settings import Settings
+from apportion.workers.deadline import DeadlineExceeded, deadline
 from apportion.workers.redis.client import (
     REDIS_ERRORS,
     client_for,
@@ -29,6 +30,9 @@ from apportion.workers.redis.client import (
     refusal,
 )
 from apportion.workers.redis.keys import UNACKED, Keys, queue_list
+
+# What reading Redis can end in: an error, or no answer within the timeout.
+_UNANSWERED: tuple[type[BaseException], ...] = (*REDIS_ERRORS, DeadlineExceeded)
 
 
 @dataclass
@@ -208,18 +212,25 @@ def check(
     client = client_for(settings, timeout=timeout, retries=0)
     try:
         # Every queue's depth is reported; only the checked ones can make it unhealthy.
-        read_redis(health, client, Keys(settings.stream_prefix), kinds.queues())
-    except REDIS_ERRORS as exc:
+        # A Redis that accepts connections and never answers (stopped, a partition)
+        # would hold each of redis-py's connection retries for the timeout.
+        with deadline(timeout + 0.5):
+            read_redis(health, client, Keys(settings.stream_prefix), kinds.queues())
+    except _UNANSWERED as exc:
         health.redis_error = error_text(exc)
-        health.redis_ok = health.redis_ok and not is_outage(exc)
+        health.redis_ok = health.redis_ok and not (
+            isinstance(exc, DeadlineExceeded) or is_outage(exc)
+        )
     finally:
         client.close()
     if health.redis_ok:
         # The broadcast writes to Redis (its reply queue): a Redis that answers but
         # refuses writes (out of memory, read-only) fails it, which is reported.
         try:
-            health.workers = read_workers(settings, timeout, node)
-        except Exception as exc:  # whatever kombu wraps it in: reported, never a traceback
+            with deadline(timeout + 1.0):
+                health.workers = read_workers(settings, timeout, node)
+        # Whatever kombu wraps it in: reported, never a traceback.
+        except (Exception, DeadlineExceeded) as exc:
             why = refusal(exc)
             health.workers_error = (
                 f"Redis answered but refused: {why}" if why is not None else error_text(exc)

@@ -115,6 +115,8 @@ def make_redis(
     retries: int = 6,
     sentinel_master: str | None = None,
     sentinel_password: str | None = None,
+    health_check_interval: int = 10,
+    keepalive_options: dict[int, int] | None = None,
 ) -> redis.Redis:
     """A client for ``url``. ``timeout`` bounds connecting and each reply; ``retries``
     reconnect attempts inside one call (0 for a quick check such as ``apportion health``).
@@ -126,7 +128,9 @@ def make_redis(
     options: dict[str, Any] = {
         "socket_timeout": timeout,
         "socket_connect_timeout": timeout,
-        "health_check_interval": 30,
+        "health_check_interval": health_check_interval,
+        "socket_keepalive": True,
+        "socket_keepalive_options": keepalive_options or {},
         # Reconnects inside one call for ~2.5 s (0.1, 0.2, 0.4, 0.8, 1, 1 s), which
         # rides out a Redis restart or a Sentinel failover without re-running the job;
         # longer outages surface as StoreUnavailable and the task retries with its own
@@ -173,25 +177,51 @@ def _sentinel_client(
     return client
 
 
-def client_for(settings: Settings, *, timeout: float = 5.0, retries: int = 6) -> redis.Redis:
-    """A client for the settings' ``redis_url`` (Sentinel options included)."""
+def client_for(
+    settings: Settings, *, timeout: float | None = None, retries: int = 6
+) -> redis.Redis:
+    """A client for the settings' ``redis_url`` (Sentinel options included);
+    ``timeout`` defaults to APPORTION_REDIS_SOCKET_TIMEOUT."""
     return make_redis(
         settings.redis_url,
-        timeout=timeout,
+        timeout=settings.redis_socket_timeout if timeout is None else timeout,
         retries=retries,
         sentinel_master=settings.sentinel_master,
         sentinel_password=settings.sentinel_secret,
+        health_check_interval=settings.redis_health_check_interval,
+        keepalive_options=settings.keepalive_options(),
     )
 
 
 @lru_cache(maxsize=4)
-def _cached(url: str, master: str | None, sentinel_password: str | None) -> redis.Redis:
-    return make_redis(url, sentinel_master=master, sentinel_password=sentinel_password)
+def _cached(
+    url: str,
+    master: str | None,
+    sentinel_password: str | None,
+    timeout: float,
+    health_check_interval: int,
+    keepalive: tuple[tuple[int, int], ...],
+) -> redis.Redis:
+    return make_redis(
+        url,
+        timeout=timeout,
+        sentinel_master=master,
+        sentinel_password=sentinel_password,
+        health_check_interval=health_check_interval,
+        keepalive_options=dict(keepalive),
+    )
 
 
 def get_redis(settings: Settings | None = None) -> redis.Redis:
-    settings = settings or get_settings()
-    return _cached(settings.redis_url, settings.sentinel_master, settings.sentinel_secret)
+    s = settings or get_settings()
+    return _cached(
+        s.redis_url,
+        s.sentinel_master,
+        s.sentinel_secret,
+        s.redis_socket_timeout,
+        s.redis_health_check_interval,
+        tuple(sorted(s.keepalive_options().items())),
+    )
 
 
 def error_text(exc: BaseException) -> str:

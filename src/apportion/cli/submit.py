@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -86,6 +87,7 @@ def _progress(enabled: bool, total: int) -> Iterator[Callable[[str], None]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
     from apportion import kinds
     from apportion.workers.submit import SubmitFailed, send, wait
 
@@ -107,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
                 connect_retries=args.connect_retries,
                 timeout=args.timeout,
                 step=step,
+                started=started,
             )
             if not args.wait:
                 ids = [r.id for r in results]
