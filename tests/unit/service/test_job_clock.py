@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -84,3 +85,25 @@ def test_a_soft_limit_signal_between_jobs_is_ignored_and_during_a_job_raises(
     job_started()
     with pytest.raises(SoftTimeLimitExceeded):
         signal.raise_signal(signal.SIGUSR1)
+
+
+def test_a_stopped_pool_child_is_seen_as_stopped_by_the_main_process() -> None:
+    # workers/broker/requests.py: a hard limit that finds its child stopped requeues the
+    # job instead of answering it time_limit.
+    from apportion.workers.broker.requests import _stopped
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        assert not _stopped(child.pid)
+        os.kill(child.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 5
+        while not _stopped(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _stopped(child.pid)
+        os.kill(child.pid, signal.SIGCONT)
+        while _stopped(child.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not _stopped(child.pid)
+    finally:
+        child.kill()
+        child.wait()

@@ -106,6 +106,8 @@ REQUEST_INTERNALS = {
     "acknowledge": "the message is acknowledged once the hard time limit's answer is stored",
     "send_event": "the task-succeeded event for that answer",
     "message": "the kombu message, whose channel's QoS counts deliveries",
+    "worker_pid": "the pool child a hard time limit found stopped (its job is requeued)",
+    "reject": "requeues the job of a pool child that was stopped at its hard time limit",
 }
 
 
