@@ -40,8 +40,8 @@ def add_parser(sub: Any) -> None:
         "--timeout",
         type=float,
         default=120.0,
-        help="with --wait: give up when no further result arrives for this many seconds "
-        "(default 120)",
+        help="give up when Redis has not taken the jobs this many seconds after the start, "
+        "and, with --wait, when no further result arrives for as long (default 120)",
     )
     p.add_argument(
         "--connect-retries",
