@@ -227,7 +227,9 @@ def check(
         # The broadcast writes to Redis (its reply queue): a Redis that answers but
         # refuses writes (out of memory, read-only) fails it, which is reported.
         try:
-            with deadline(timeout + 1.0):
+            # Bounded: connecting (a TLS handshake on a busy host takes a while), then
+            # the broadcast's own wait of ``timeout``.
+            with deadline(timeout + max(timeout, settings.redis_connect_timeout)):
                 health.workers = read_workers(settings, timeout, node)
         # Whatever kombu wraps it in: reported, never a traceback.
         except (Exception, DeadlineExceeded) as exc:
