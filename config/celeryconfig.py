@@ -67,6 +67,18 @@ def sentinel_options(settings: Settings) -> dict[str, Any]:
     return {"master_name": settings.sentinel_master, "sentinel_kwargs": sentinel_kwargs}
 
 
+def connection_options(settings: Settings) -> dict[str, Any]:
+    """Socket timeouts, TCP keepalive and health checks of a broker connection, as
+    kombu's transport options name them (redis-py's own names)."""
+    return {
+        "socket_timeout": settings.redis_socket_timeout,
+        "socket_connect_timeout": settings.redis_connect_timeout,
+        "socket_keepalive": True,
+        "socket_keepalive_options": settings.keepalive_options(),
+        "health_check_interval": settings.redis_health_check_interval,
+    }
+
+
 def gate_options(settings: Settings) -> dict[str, Any]:
     """The transport's own options (workers/broker/transport.py, GateOptions): the gate
     in front of the pool, quarantine and the dead-letter stream. ``tasks`` is filled in
@@ -116,11 +128,10 @@ def _transport_options(settings: Settings) -> dict[str, Any]:
         # A broker that vanishes without closing the TCP connection (failover, NAT or
         # firewall timeout) must not hang a publish or an ack forever: time out, and
         # let kombu's reconnection take over. Keepalive and health checks find dead
-        # idle connections before a command does.
-        "socket_timeout": 30,
-        "socket_connect_timeout": 5,
-        "socket_keepalive": True,
-        "health_check_interval": 10,
+        # idle connections before a command does (the APPORTION_REDIS_SOCKET_TIMEOUT,
+        # APPORTION_REDIS_CONNECT_TIMEOUT, APPORTION_REDIS_HEALTH_CHECK_INTERVAL and
+        # APPORTION_REDIS_KEEPALIVE_SECONDS settings).
+        **connection_options(settings),
         # Every message passes apportion's gate before kombu or Celery decode it.
         "apportion_gate": gate_options(settings),
         **sentinel_options(settings),
@@ -135,6 +146,12 @@ def _broker(settings: Settings) -> dict[str, Any]:
         "visibility_timeout": settings.visibility_timeout,
         "broker_connection_retry_on_startup": True,
         "broker_connection_max_retries": None,  # keep reconnecting; never exit on an outage
+        # A reply by which Redis refuses (out of memory, read-only, MISCONF) is a
+        # "channel error" to kombu, and Celery ends the worker on one unless told to
+        # reconnect. The transport handles every refusal it meets itself
+        # (workers/broker/transport.py, ``refused``); this is the backstop for any
+        # other: the consumer reconnects with its backoff, the worker never exits.
+        "broker_channel_error_retry": True,
         "task_publish_retry": True,
         "task_publish_retry_policy": dict(PRODUCER_RETRY_POLICY),
     }
@@ -160,6 +177,13 @@ def _results(settings: Settings) -> dict[str, Any]:
         "result_backend_base_sleep_between_retries_ms": 100,
         "result_backend_max_sleep_between_retries_ms": 2000,
         "result_expires": settings.result_expires,
+        # Celery's Redis backend waits 120 s for a reply by default, with no keepalive
+        # or health check: a partition froze a worker storing a result, or a producer
+        # waiting for one, for minutes.
+        "redis_socket_timeout": settings.redis_socket_timeout,
+        "redis_socket_connect_timeout": settings.redis_connect_timeout,
+        "redis_socket_keepalive": True,
+        "redis_backend_health_check_interval": settings.redis_health_check_interval,
         # No job arguments in the result backend: with result_extended every result
         # keeps its job (a 50 MB job would stay a day in Redis next to its answer). The
         # backend stores the state and the envelope; Flower still shows each task's

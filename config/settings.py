@@ -98,6 +98,44 @@ class Settings(EngineSettings):
         ),
     )
 
+    # Every Redis connection (broker, result backend, apportion's own clients): seconds to
+    # connect, seconds to wait for any one reply, and TCP keepalive and PING health checks
+    # that find a connection a partition killed silently. A reply timeout shorter than
+    # every soft time limit makes a wait on Redis an outage (retried), never a job's time
+    # (workers/job_clock.py). Keepalive: first probe after this many idle seconds, then
+    # every third of it, the connection dropped after 3 unanswered (Linux options).
+    redis_socket_timeout: float = Field(
+        10.0,
+        gt=0,
+        le=300,
+        description=(
+            "Seconds any Redis connection (broker, result backend, apportion's own) waits for "
+            "one reply; keep it below every soft time limit (docs/operations.md, Redis on a "
+            "bad day)"
+        ),
+    )
+    redis_connect_timeout: float = Field(
+        5.0, gt=0, le=300, description="Seconds to open a Redis connection"
+    )
+    redis_health_check_interval: int = Field(
+        10,
+        ge=0,
+        le=3600,
+        description=(
+            "Seconds a Redis connection may sit idle before it is checked with a PING on its "
+            "next use (0: never)"
+        ),
+    )
+    redis_keepalive_seconds: int = Field(
+        10,
+        ge=3,
+        le=7200,
+        description=(
+            "TCP keepalive on every Redis connection: the first probe after this many idle "
+            "seconds, then every third of it; 3 unanswered drop the connection"
+        ),
+    )
+
     # Seconds Redis waits for an ack before redelivering a message to another worker.
     visibility_timeout: int = Field(
         3600,
@@ -440,6 +478,14 @@ class Settings(EngineSettings):
         for kind in kinds.REGISTRY.values():
             self.time_limit(kind)  # soft below hard, after the override
         return self
+
+    def keepalive_options(self) -> dict[int, int]:
+        """TCP keepalive options for redis-py and kombu (empty where the OS lacks them)."""
+        import socket
+
+        idle = self.redis_keepalive_seconds
+        names = {"TCP_KEEPIDLE": idle, "TCP_KEEPINTVL": max(1, idle // 3), "TCP_KEEPCNT": 3}
+        return {getattr(socket, n): v for n, v in names.items() if hasattr(socket, n)}
 
     @property
     def message_limit(self) -> int:

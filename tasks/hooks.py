@@ -7,12 +7,17 @@ the worker starts, not on the first job.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from apportion.contracts import Envelope
+from apportion.errors import StoreUnavailable
+from apportion.workers.job_clock import waiting_on_redis
 from apportion.workers.launch.launcher import launch_with_retries
 from apportion.workers.runtime import Runtime, utcnow
+
+log = logging.getLogger("apportion.tasks")
 
 # (the engine's envelope, the job as sent, the runtime, re-run the engine on a job)
 Rerun = Callable[[Any], Envelope]
@@ -37,7 +42,13 @@ def launcher(envelope: Envelope, job: Any, rt: Runtime, rerun: Rerun) -> Envelop
 def remember(envelope: Envelope, job: Any, rt: Runtime, rerun: Rerun) -> Envelope:
     """Keep an answered job for the policy studio to offer (workers/studio/recent.py)."""
     if rt.recent is not None and envelope.status == "ok":
-        rt.recent.remember(job)
+        # Its time is Redis's, not the engine's (workers/job_clock.py); a record not
+        # kept is only logged, so a soft limit landing in it does not fail the job.
+        try:
+            with waiting_on_redis("keeping the job for the studio"):
+                rt.recent.remember(job)
+        except StoreUnavailable as exc:
+            log.warning("the recent launch_select jobs record was not updated: %s", exc)
     return envelope
 
 

@@ -13,17 +13,18 @@ from typing import Any
 
 from celery import Celery, Task
 from celery.exceptions import Reject, SoftTimeLimitExceeded
-from celery.signals import task_postrun
+from celery.signals import task_postrun, task_prerun
 
 from apportion import kinds
 from apportion.config.settings import Settings
 from apportion.contracts import Envelope, ErrorDetail, ErrorInfo
 from apportion.contracts.base import valid_job_id
 from apportion.engine import run
-from apportion.errors import InfrastructureError
+from apportion.errors import InfrastructureError, StoreUnavailable
 from apportion.kinds import JobKind
 from apportion.tasks.hooks import hooks_for
 from apportion.workers.broker.gate import VERDICT_HEADER
+from apportion.workers.job_clock import engine_seconds, job_ended, job_started, limit_is_the_engines
 from apportion.workers.observe import PREVIEW_MAX, Answer
 from apportion.workers.results.answers import (
     bounded,
@@ -173,16 +174,32 @@ def execute(task: Task, kind: JobKind, job: Any, request: Any) -> dict[str, Any]
     """Solve ``job`` and answer it. ``request``: ``task.request``, read once a job by the
     caller (Celery finds a task's request on a thread-local stack at every read)."""
     rt = get_runtime()
-    # The job's content digest: the result publisher keeps it with the job_id, and a
-    # launch_outcome is recorded with it (the history and the answer decided together).
-    digest = fingerprint(job)
+    digest: str | None = None
     try:
+        # The job's content digest: the result publisher keeps it with the job_id, and a
+        # launch_outcome is recorded with it (the history and the answer decided
+        # together). Inside the try: a soft limit landing in it is handled below.
+        digest = fingerprint(job)
         envelope = _solve(task, kind, job, rt, request.id, digest)
-    except SoftTimeLimitExceeded:
+        # Solved: from here on a soft limit means Redis is slow (see publish_or_retry).
+        hold_soft_limit()
+    except SoftTimeLimitExceeded as exc:
+        soft = rt.settings.time_limit(kind).soft
+        if not limit_is_the_engines(soft):
+            # The limit counted time the engine did not spend: a wait on Redis, a
+            # stalled main process, a frozen child (workers/job_clock.py).
+            outage = StoreUnavailable(
+                f"the soft time limit ({soft:g} s) fired after {engine_seconds():.1f} s of "
+                "engine time: the rest was spent waiting (Redis, a stall)"
+            )
+            raise _retry(task, rt, outage, "solving") from exc
         envelope = _time_limit_envelope(kind, job, request.id, rt)
     except InfrastructureError as exc:  # a store (failure history, policies) could not answer
         raise _retry(task, rt, exc, "solving") from exc
-    return publish_or_retry(task, rt, envelope, digest, request)
+    hold_soft_limit()
+    return publish_or_retry(
+        task, rt, envelope, digest if digest is not None else fingerprint(job), request
+    )
 
 
 def answer_hard_time_limit(name: str, task_id: str, args: Any, kwargs: Any) -> dict[str, Any]:
@@ -253,6 +270,7 @@ def _make(kind: JobKind) -> Any:
         verdict = getattr(request, VERDICT_HEADER, None)
         if verdict is not None:
             envelope = _gate_rejection(kind, self, verdict)
+            hold_soft_limit()  # nothing left to solve: see publish_or_retry
             digest = fingerprint(["gate", verdict])
             return Answer(publish_or_retry(self, get_runtime(), envelope, digest, request))
         # Any arity is accepted so that a producer's mistake (two jobs in args, the
@@ -264,6 +282,7 @@ def _make(kind: JobKind) -> Any:
         if job is not NOT_ONE_JOB:
             return Answer(execute(self, kind, job, request))
         envelope = _bad_arguments(kind, self, args, kwargs)
+        hold_soft_limit()
         digest = fingerprint([args, kwargs])
         return Answer(publish_or_retry(self, get_runtime(), envelope, digest, request))
 
@@ -275,6 +294,9 @@ def _make(kind: JobKind) -> Any:
 
 # A soft time limit held after publishing (answers.hold_soft_limit) ends with the task.
 task_postrun.connect(release_soft_limit, weak=False)
+# Whose time a soft limit counts, and no soft limit outside a job (workers/job_clock.py).
+task_prerun.connect(job_started, weak=False)
+task_postrun.connect(job_ended, weak=False)
 
 # Celery's request, telling the transport when a job reached a pool child and when that
 # child died (quarantine counting), and answering a hard time limit.

@@ -20,14 +20,19 @@ import redis
 
 from apportion import kinds
 from apportion.config.settings import Settings
+from apportion.workers.deadline import DeadlineExceeded, deadline
 from apportion.workers.redis.client import (
     REDIS_ERRORS,
     client_for,
     error_text,
     is_outage,
     redact_url,
+    refusal,
 )
 from apportion.workers.redis.keys import UNACKED, Keys, queue_list
+
+# What reading Redis can end in: an error, or no answer within the timeout.
+_UNANSWERED: tuple[type[BaseException], ...] = (*REDIS_ERRORS, DeadlineExceeded)
 
 
 @dataclass
@@ -61,6 +66,8 @@ class Health:
     dead_letters: int = 0
     problems: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
+    # Why the workers could not be asked (the broadcast failed), None when they were.
+    workers_error: str | None = None
 
     @property
     def healthy(self) -> bool:
@@ -211,12 +218,14 @@ def judge(
     if not health.redis_ok:
         health.problems.append(f"Redis unreachable at {health.redis_url}: {health.redis_error}")
         return
-    if node is not None and node not in health.responders:
+    if health.workers_error is not None:
+        health.problems.append(f"could not ask the workers: {health.workers_error}")
+    elif node is not None and node not in health.responders:
         health.problems.append(f"worker {node} did not answer")
     elif node is not None and not any(node in names for names in health.workers.values()):
         health.problems.append(f"worker {node} answered but consumes no queue")
     for queue in queues:
-        if not health.workers.get(queue):
+        if health.workers_error is None and not health.workers.get(queue):
             health.problems.append(f"no worker consumes queue {queue!r}")
         depth = health.queue_depth.get(queue, 0)
         if limits.max_queue_depth is not None and depth > limits.max_queue_depth:
@@ -253,23 +262,39 @@ def check(
     client = client_for(settings, timeout=timeout, retries=0)
     try:
         # Every queue's depth is reported; only the checked ones can make it unhealthy.
-        read_redis(health, client, Keys(settings.stream_prefix), kinds.queues())
+        # A Redis that accepts connections and never answers (stopped, a partition)
+        # would hold each of redis-py's connection retries for the timeout.
+        with deadline(timeout + 0.5):
+            read_redis(health, client, Keys(settings.stream_prefix), kinds.queues())
     except redis.exceptions.NoPermissionError as exc:
         health.redis_ok = True
         health.problems.append(denied(exc))
-    except REDIS_ERRORS as exc:
+    except _UNANSWERED as exc:
         health.redis_error = error_text(exc)
-        health.redis_ok = health.redis_ok and not is_outage(exc)
+        health.redis_ok = health.redis_ok and not (
+            isinstance(exc, DeadlineExceeded) or is_outage(exc)
+        )
     finally:
         client.close()
     if health.problems:  # a permission denied: the rest would only report it again
         return _done(health, started)
     if health.redis_ok:
+        # The broadcast writes to Redis (its reply queue): a Redis that answers but
+        # refuses writes (out of memory, read-only) fails it, which is reported.
         try:
-            health.workers, health.responders = read_workers(settings, timeout)
+            # Bounded: connecting (a TLS handshake on a busy host takes a while), then
+            # the broadcast's own wait of ``timeout``.
+            with deadline(timeout + max(timeout, settings.redis_connect_timeout)):
+                health.workers, health.responders = read_workers(settings, timeout)
         except redis.exceptions.NoPermissionError as exc:
             health.problems.append(denied(exc))
             return _done(health, started)
+        # Whatever kombu wraps it in: reported, never a traceback.
+        except (Exception, DeadlineExceeded) as exc:
+            why = refusal(exc)
+            health.workers_error = (
+                f"Redis answered but refused: {why}" if why is not None else error_text(exc)
+            )
     judge(health, checked, node, thresholds, subscribers=not queues)
     return _done(health, started)
 

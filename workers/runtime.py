@@ -26,6 +26,7 @@ from apportion.workers.history.failure_store import (
     FailureHistory,
     FailureStore,
 )
+from apportion.workers.job_clock import waiting_on_redis
 from apportion.workers.launch.launcher import Launcher, make_launcher
 from apportion.workers.policies.store import PolicyStore
 from apportion.workers.redis.client import get_redis
@@ -75,18 +76,21 @@ class Runtime:
             # every worker; StoreUnavailable fails the job for a retry (docs/operations.md).
             assert store is not None
             if pool not in read:
-                found = store.effective(pool)
+                with waiting_on_redis("reading the policy store"):
+                    found = store.effective(pool)
                 read[pool] = (
                     None if found is None else StoredPolicy(found.pool, found.version, found.policy)
                 )
             return read[pool]
 
         def failure_counts(accounts: Sequence[str], window_hours: float) -> Mapping[str, int]:
-            return history.counts(accounts, window_hours, now)
+            with waiting_on_redis("reading the failure history"):
+                return history.counts(accounts, window_hours, now)
 
         def record_outcome(event: Any) -> bool | str:
             assert isinstance(event, LaunchOutcomeJob)
-            done = history.record(event, now, digest)
+            with waiting_on_redis("recording a launch outcome"):
+                done = history.record(event, now, digest)
             if done.duplicate:
                 return DUPLICATE
             return OUTSIDE_RETENTION if done.outside_retention else done.recorded

@@ -9,15 +9,19 @@ message phrased for them (the location without its password, never a traceback).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import suppress
+from time import monotonic
 from typing import Any
 
 from celery.exceptions import TimeoutError as CeleryTimeout
 from kombu.exceptions import OperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 
 from apportion.config.settings import Settings
+from apportion.workers.deadline import DeadlineExceeded, deadline
 from apportion.workers.producer import JobSender, producer_app
-from apportion.workers.redis.client import error_text, redact_url
+from apportion.workers.redis.client import error_text, redact_url, refusal
 
 Step = Callable[[str], None]
 
@@ -34,8 +38,12 @@ def send(
     connect_retries: int,
     timeout: float,
     step: Step,
+    started: float | None = None,
 ) -> list[Any]:
-    """Send each job to ``task_name``: their ``AsyncResult`` handles, in order."""
+    """Send each job to ``task_name``: their ``AsyncResult`` handles, in order.
+    ``started``: when the command started (``time.monotonic()``); connecting must be
+    done ``timeout`` seconds after it, loading the libraries included."""
+    budget = timeout if started is None else max(0.5, timeout - (monotonic() - started))
     app = producer_app(settings)
     # Waiting for answers must not outlast ``timeout`` when Redis goes away meanwhile:
     # the result backend's reconnection gives up after about as many seconds.
@@ -43,25 +51,77 @@ def send(
     policy = dict(backend_options.get("retry_policy") or {})
     policy["max_retries"] = max(1, min(int(policy.get("max_retries", 20)), int(timeout)))
     app.conf.result_backend_transport_options = {**backend_options, "retry_policy": policy}
+    results: list[Any] = []
     try:
         # Fail fast and clearly when Redis is down, instead of Celery's long retry loops.
-        with app.connection_for_write() as conn:
-            conn.ensure_connection(
-                max_retries=connect_retries,
-                interval_start=0.2,
-                interval_step=0.5,
-                interval_max=1.0,
-            )
-        results = []
+        conn = app.connection_for_write()
+        try:
+            with deadline(budget):
+                conn.ensure_connection(
+                    max_retries=connect_retries,
+                    interval_start=0.2,
+                    interval_step=0.5,
+                    interval_max=1.0,
+                    timeout=budget,
+                )
+        except DeadlineExceeded:
+            # Let go without a word to the server that never answered (kombu's
+            # collect), or closing it would wait on it again.
+            with suppress(Exception):
+                conn.collect()
+            raise
+        conn.release()
         with JobSender(app) as sender:
             for job in jobs:
-                results.append(sender.send(task_name, job))
+                with deadline(timeout):
+                    results.append(sender.send(task_name, job))
                 step("sent")
-    except (OperationalError, OSError, RuntimeError) as exc:
+    except DeadlineExceeded as exc:
+        raise SubmitFailed(
+            f"cannot reach the broker at {redact_url(settings.broker)}: {exc}; "
+            f"{len(results)} of {len(jobs)} sent"
+        ) from None
+    except (OperationalError, OSError, RuntimeError, ResponseError) as exc:
+        why = refusal(exc)
+        if why is not None:
+            raise SubmitFailed(
+                f"Redis at {redact_url(settings.broker)} answered but refused the job(s): "
+                f"{why}; {len(results)} of {len(jobs)} sent"
+            ) from None
+        if isinstance(exc, ResponseError):
+            raise
         raise SubmitFailed(
             f"cannot reach the broker at {redact_url(settings.broker)}: {error_text(exc)}"
         ) from None
     return results
+
+
+def bound(app: Any, settings: Settings, timeout: float, connect_retries: int) -> None:
+    """Make every phase of a command talking to Redis through ``app`` end within about
+    ``timeout`` seconds when Redis does not answer (down, stopped, or a partition that
+    drops packets without a word): each connection attempt, each reply, and the retries
+    of sending and of reading results."""
+    conf = app.conf
+    per_try = min(settings.redis_socket_timeout, max(0.5, timeout / (connect_retries + 1)))
+    connect = min(settings.redis_connect_timeout, per_try)
+    conf.broker_transport_options = {
+        **conf.broker_transport_options,
+        "socket_timeout": per_try,
+        "socket_connect_timeout": connect,
+    }
+    conf.redis_socket_timeout = per_try
+    conf.redis_socket_connect_timeout = connect
+    # Waiting for answers must not outlast ``timeout`` when Redis goes away meanwhile:
+    # the result backend's reconnection gives up after about as many seconds.
+    backend_options = conf.result_backend_transport_options
+    policy = dict(backend_options.get("retry_policy") or {})
+    policy["max_retries"] = max(1, min(int(policy.get("max_retries", 20)), int(timeout)))
+    conf.result_backend_transport_options = {**backend_options, "retry_policy": policy}
+    send_policy = dict(conf.task_publish_retry_policy or {})
+    tries = max(1, int(timeout // max(per_try, 1.0)))
+    send_policy["max_retries"] = min(int(send_policy.get("max_retries", 20)), tries)
+    conf.task_publish_retry_policy = send_policy
+    conf.result_backend_max_retries = min(int(conf.result_backend_max_retries or 15), tries)
 
 
 def wait(results: Sequence[Any], timeout: float, step: Step, settings: Settings) -> list[Any]:
@@ -69,14 +129,24 @@ def wait(results: Sequence[Any], timeout: float, step: Step, settings: Settings)
     envelopes: list[Any] = []
     try:
         for r in results:
-            envelopes.append(r.get(timeout=timeout, propagate=True))
+            # The backend's own reconnections may overrun ``timeout``: bounded here.
+            with deadline(timeout + 1.0):
+                envelopes.append(r.get(timeout=timeout, propagate=True))
             step("answered")
-    except CeleryTimeout:
+    except (CeleryTimeout, DeadlineExceeded):
         raise SubmitFailed(
             f"no result within {timeout:g} s ({len(envelopes)} of {len(results)} answered); "
             "is a worker running on the queue? (apportion health)"
         ) from None
-    except (OperationalError, RedisConnectionError, OSError) as exc:
+    except (OperationalError, RedisConnectionError, OSError, ResponseError) as exc:
+        why = refusal(exc)
+        if why is not None:
+            raise SubmitFailed(
+                f"Redis at {redact_url(settings.backend)} answered but refused to serve the "
+                f"results: {why}"
+            ) from None
+        if isinstance(exc, ResponseError):
+            raise SubmitFailed(f"task failed: {type(exc).__name__}: {exc}") from None
         raise SubmitFailed(_backend_lost(settings, error_text(exc))) from None
     except RuntimeError as exc:  # Celery's "Retry limit exceeded … result store backend"
         raise SubmitFailed(_backend_lost(settings, " ".join(str(exc).split()))) from None

@@ -57,6 +57,10 @@ PLAIN = Setting()
 # The settings a worker reads beyond the engine's (config/settings.py, Settings).
 SERVICE_SETTINGS: dict[str, Setting] = {
     "redis_url": PLAIN,
+    "redis_socket_timeout": PLAIN,
+    "redis_connect_timeout": PLAIN,
+    "redis_health_check_interval": PLAIN,
+    "redis_keepalive_seconds": PLAIN,
     "broker_url": PLAIN,
     "result_backend": PLAIN,
     "sentinel_master": PLAIN,

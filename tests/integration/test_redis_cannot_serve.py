@@ -4,6 +4,8 @@ retries, and the same call succeeds once the server can write again."""
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,8 +16,10 @@ import redis
 from apportion.contracts import Envelope
 from apportion.contracts.events import LaunchOutcomeJob
 from apportion.errors import StoreUnavailable
+from apportion.workers.broker.transport import _RECORD_IN_UNACKED
 from apportion.workers.history.failure_store import FailureStore
 from apportion.workers.redis.client import make_redis
+from apportion.workers.redis.direct import DirectScripts
 from apportion.workers.redis.keys import Keys
 from apportion.workers.results.publisher import StreamPublisher
 from tests.support.processes import RedisServer, free_port
@@ -104,3 +108,34 @@ def test_a_master_turned_read_only_replica_is_store_unavailable_until_promoted_a
 
     assert publisher.publish(envelope("job-1")) is not None
     assert failures.record(event("e1"), datetime.now(UTC)).recorded is True
+
+
+def test_an_item_brpop_took_is_recorded_as_unacknowledged_even_out_of_memory(
+    server: RedisServer,
+) -> None:
+    # The worker's idle BRPOP took the item off its queue; the record script must put it
+    # in ``unacked`` although Redis refuses writes that grow memory (transport.py relies
+    # on Redis letting a script that has written go on; this fails if Redis changes).
+    admin = server.client()
+    message = {
+        "body": "",
+        "headers": {"task": "apportion.partition", "id": "t1"},
+        "properties": {"delivery_tag": "tag-1", "delivery_info": {"routing_key": "partition"}},
+    }
+    item = json.dumps(message)
+    channel_keys = ["unacked_index", "unacked", Keys().dead_letters_stream]
+    args = [time.time(), 1_000_000, 2, Keys().delivery_count_prefix, 60, 100, 1024, "0", "now"]
+    fill_up(admin)
+    admin.config_set("maxmemory", int(admin.info("memory")["used_memory"]) // 2)
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        admin.incr("a-counter")
+
+    scripts = DirectScripts()
+    dest, taken, buried = scripts.run(
+        admin.connection_pool, _RECORD_IN_UNACKED, channel_keys, [*args, "partition", item]
+    )
+    scripts.close()
+
+    assert (dest, taken, buried) == (b"partition", item.encode(), b"")
+    assert admin.hget("unacked", "tag-1") is not None
+    assert admin.zscore("unacked_index", "tag-1") is not None

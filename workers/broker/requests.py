@@ -14,7 +14,9 @@ Three things only the worker's main process sees:
 * **the hard time limit killed the child** — Celery would store FAILURE while the
   stream holds the job's answer, or nothing at all. Here the answer is the published
   envelope if the job got that far, else a ``time_limit`` rejection published once;
-  it is stored as the task's result and the message acknowledged. If Redis cannot be
+  it is stored as the task's result and the message acknowledged. A child that was
+  stopped (SIGSTOP) when its hard limit came spent none of that time on the job: the
+  job is requeued instead (workers/job_clock.py). If Redis cannot be
   reached for that, Celery's own handling applies.
 
 ``revoked()`` being called from Celery's ``execute_using_pool`` is an internal, and so
@@ -25,6 +27,7 @@ message if an upgrade changes either.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 from billiard.einfo import ExceptionWithTraceback
@@ -40,6 +43,18 @@ def _tell_qos(message: Any, what: str) -> None:
     method = getattr(qos, what, None)  # only apportion's transport has these
     if method is not None:
         method(message.delivery_tag)
+
+
+def _stopped(pid: int | None) -> bool:
+    """Whether process ``pid`` is stopped (SIGSTOP, a debugger), from /proc (Linux)."""
+    if not pid:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    fields = stat.rsplit(")", 1)[-1].split()
+    return bool(fields) and fields[0] in ("T", "t")
 
 
 class GatedRequest(Request):  # type: ignore[misc]
@@ -66,6 +81,19 @@ class GatedRequest(Request):  # type: ignore[misc]
     def on_timeout(self, soft: bool, timeout: float) -> None:
         if soft or state.should_terminate:
             super().on_timeout(soft, timeout)
+            return
+        if _stopped(self.worker_pid):
+            # A frozen child spent none of that time on the job (workers/job_clock.py):
+            # the pool kills it all the same, and the job runs again, unanswered.
+            log.warning(
+                "Hard time limit (%ss) reached for %s[%s] while its pool child was "
+                "stopped (SIGSTOP); the job is requeued, not answered",
+                timeout,
+                self.name,
+                self.id,
+            )
+            state.task_ready(self)
+            self.reject(requeue=True)
             return
         try:
             # The task carries its own answer (tasks/jobs.py registers it so): the tasks

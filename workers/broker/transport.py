@@ -1,6 +1,6 @@
-"""kombu's Redis and Sentinel transports with five fixes: a worker survives a Redis
-restart, a failover and a SIGKILL without losing a job, never idles while jobs wait, and
-no queue item can stop it.
+"""kombu's Redis and Sentinel transports with six fixes: a worker survives a Redis
+restart, a failover, a SIGKILL and a Redis that refuses writes without losing a job,
+never idles while jobs wait, and no queue item can stop it.
 
 Each is small, kept here until kombu fixes it, and exercised directly in
 tests/integration/test_faults_fixes.py; the fault tests (Redis restarted or failed over
@@ -70,6 +70,21 @@ under a busy worker, workers killed) show them end to end.
    pool child (see :class:`QoS`); a pool child that died keeps it
    (workers/broker/requests.py tells the channel).
 
+6. **A Redis that refuses must not stop the fleet.** Past ``maxmemory`` (``noeviction``),
+   as a read-only replica, or with persistence failing (MISCONF), Redis answers but
+   refuses writes. A job whose result cannot be published asks to be requeued, and
+   kombu's requeue (a transaction) is refused too: kombu raises the reply, which Celery
+   takes for the end of the worker (``Unrecoverable error: OutOfMemoryError``), and
+   every worker meeting it exited. Fix: every Redis call the transport makes from the
+   event loop treats such a reply (:func:`refused`) as an outage. An acknowledgement or
+   requeue Redis refused leaves the message in ``unacked`` and in the worker's prefetch
+   (it takes no more work meanwhile) and is tried again every second or so with a
+   backoff up to 5 s, so a requeued job runs again within seconds of Redis accepting
+   writes, not after the visibility timeout; a refused pop waits with the same
+   backoff; an item BRPOP took is recorded in ``unacked`` even out of memory (the
+   record script), or kept and requeued as in 2. Celery's ``broker_channel_error_retry``
+   (config/celeryconfig.py) reconnects on any refusal that still escapes.
+
 Tasks trust what the gate writes into a message (its verdict header), so every broker
 scheme the settings accept has a gated transport here: :class:`Transport` for
 ``redis://`` and ``rediss://``, :class:`SentinelTransport` for ``sentinel://``
@@ -83,6 +98,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -102,6 +118,7 @@ from apportion.errors import StoreUnavailable
 from apportion.limits import Limits
 from apportion.workers.broker.dead_letters import DeadLetterPolicy, DeadLetters
 from apportion.workers.broker.gate import Bury, Deliver, GateRules, inspect
+from apportion.workers.redis.client import is_outage
 from apportion.workers.redis.direct import DirectScripts, LuaScript
 from apportion.workers.redis.keys import Keys, min_stream_id
 
@@ -126,6 +143,9 @@ class _Undelivered:
             queue,
         )
 
+    def __bool__(self) -> bool:
+        return bool(self._messages)
+
     def requeue(self, channel: Channel) -> None:
         with self._lock:
             if not self._messages:
@@ -143,14 +163,53 @@ class _Undelivered:
                         priority = channel._get_message_priority(message, reverse=False)
                         client.rpush(channel._q_for_pri(queue, priority), dumps(message))
                     done += 1
-        except channel.connection_errors:
+        except (*channel.connection_errors, redis.ResponseError) as exc:
             with self._lock:
                 self._messages[:0] = pending[done:]
+            if not (isinstance(exc, channel.connection_errors) or refused(exc)):
+                raise
         if done:
             log.warning("requeued %d message(s) read just before a Redis connection loss", done)
 
 
 UNDELIVERED = _Undelivered()
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is a reply by which a reachable Redis says it cannot serve now
+    (out of memory, read-only, MISCONF, BUSY, ...: workers/redis/client.py, is_outage).
+
+    kombu reconnects on connection errors; these are replies on a healthy connection,
+    which kombu counts as channel errors and Celery's consumer as the end of the worker.
+    Every Redis call the transport makes from the event loop handles them itself: the
+    message stays where it is (queued, or in ``unacked``) and the call is tried again
+    with a backoff, never taken out on the consumer loop.
+    """
+    return isinstance(exc, redis.ResponseError) and is_outage(exc)
+
+
+class _Backoff:
+    """When to try again after Redis refused: 0.25 s, doubling up to 5 s, reset on success."""
+
+    FIRST, MOST = 0.25, 5.0
+
+    def __init__(self) -> None:
+        self._delay = 0.0
+        self._until = 0.0
+
+    def waiting(self) -> bool:
+        return monotonic() < self._until
+
+    def failed(self) -> float:
+        self._delay = min(self.MOST, max(self.FIRST, self._delay * 2))
+        self._until = monotonic() + self._delay
+        return self._delay
+
+    def succeeded(self) -> bool:
+        """True when this ends a run of failures."""
+        was = self._delay > 0
+        self._delay = self._until = 0.0
+        return was
 
 
 # The body shared by the pop script and the record script: take one raw item from
@@ -235,7 +294,14 @@ return false
 )
 
 # ARGV[10]: the queue, ARGV[11]: an item BRPOP already took off it.
-_RECORD_IN_UNACKED = LuaScript(_TAKE + "\nreturn take(ARGV[10], ARGV[11])\n")
+# The item is in no list any more: it must be recorded even when Redis is past
+# maxmemory. Redis refuses a script's memory-growing command (INCR, HSET, XADD) under
+# OOM only while the script has written nothing yet ("we can't stop in the middle"), so
+# the script starts with a write that grows nothing (the pop script's RPOP does the same
+# for it). tests/integration/test_redis_cannot_serve.py checks Redis still works so.
+_RECORD_IN_UNACKED = LuaScript(
+    _TAKE + "\nredis.call('ZREM', KEYS[1], '')\nreturn take(ARGV[10], ARGV[11])\n"
+)
 
 # The end of a delivery (an ack, or a reject without requeue): the message leaves
 # ``unacked`` (index and hash, as kombu's QoS removes it) and its delivery count goes.
@@ -336,6 +402,12 @@ class QoS(kombu_redis.QoS):
         super().__init__(*args, **kwargs)
         self._handed: set[str] = set()
         self._died: set[str] = set()
+        # Ends of deliveries Redis refused (tag -> requeue?): the message stays in
+        # ``unacked`` and in this QoS's prefetch (the worker takes no more work while
+        # Redis refuses), and the end is tried again (:meth:`retry_refused`).
+        self._refused: dict[str, tuple[bool, bool]] = {}
+        self._backoff = _Backoff()
+        _REFUSING.add(self)
 
     def handed_to_pool(self, delivery_tag: str) -> None:
         self._handed.add(delivery_tag)
@@ -360,8 +432,73 @@ class QoS(kombu_redis.QoS):
     def ack(self, delivery_tag: str) -> None:
         self._handed.discard(delivery_tag)
         self._died.discard(delivery_tag)
-        self._forget(delivery_tag)
+        self._end(delivery_tag, requeue=False)
+
+    def reject(self, delivery_tag: str, requeue: bool = False) -> None:
+        self._handed.discard(delivery_tag)
+        died = delivery_tag in self._died
+        self._died.discard(delivery_tag)
+        self._end(delivery_tag, requeue=requeue, clear_count=requeue and not died)
+
+    def _end(self, delivery_tag: str, *, requeue: bool, clear_count: bool = False) -> None:
+        """End a delivery in Redis (forget it, or put it back on its queue), then in
+        kombu's bookkeeping; when Redis refuses, keep it for :meth:`retry_refused`."""
+        try:
+            self._end_in_redis(delivery_tag, requeue=requeue, clear_count=clear_count)
+        except redis.ResponseError as exc:
+            if not refused(exc):
+                raise
+            self._refused[delivery_tag] = (requeue, clear_count)
+            log.warning(
+                "Redis refused to %s message %s (%s); it stays unacknowledged and "
+                "this is tried again",
+                "requeue" if requeue else "acknowledge",
+                delivery_tag,
+                exc,
+            )
+            return
         virtual.QoS.ack(self, delivery_tag)
+
+    def _end_in_redis(self, delivery_tag: str, *, requeue: bool, clear_count: bool) -> None:
+        if requeue:
+            if clear_count:
+                with self.channel.conn_or_acquire() as client:
+                    client.delete(self._count_key(delivery_tag))
+            # kombu's transaction: refused as a whole (the message stays in
+            # ``unacked``), or the message is back on its queue and out of ``unacked``.
+            self.restore_by_tag(delivery_tag, leftmost=True)
+        else:
+            self._forget(delivery_tag)
+
+    def retry_refused(self) -> None:
+        """Try again the ends of deliveries Redis refused, with a backoff (called by the
+        transport's timer every second, from the event loop)."""
+        if not self._refused or self._backoff.waiting():
+            return
+        ended = 0
+        for tag, (requeue, clear_count) in list(self._refused.items()):
+            try:
+                self._end_in_redis(tag, requeue=requeue, clear_count=clear_count)
+            except redis.ResponseError as exc:
+                if not refused(exc):
+                    raise
+                delay = self._backoff.failed()
+                log.debug("Redis still refuses (%s); next try in %.2f s", exc, delay)
+                break
+            except self.channel.connection_errors:
+                self._backoff.failed()  # the consumer reconnects; tried again after
+                break
+            del self._refused[tag]
+            virtual.QoS.ack(self, tag)
+            ended += 1
+        else:
+            self._backoff.succeeded()
+        if ended:
+            log.warning(
+                "Redis accepts writes again: %d delivery(ies) it had refused to end are "
+                "ended (requeued messages run again now)",
+                ended,
+            )
 
     def _forget(self, delivery_tag: str) -> None:
         channel: Channel = self.channel
@@ -372,30 +509,47 @@ class QoS(kombu_redis.QoS):
         keys = [self.unacked_index_key, self.unacked_key, self._count_key(delivery_tag)]
         channel.scripts.run(channel.pool, _FORGET, keys, [delivery_tag])
 
-    def reject(self, delivery_tag: str, requeue: bool = False) -> None:
-        self._handed.discard(delivery_tag)
-        died = delivery_tag in self._died
-        self._died.discard(delivery_tag)
-        if requeue:
-            if not died:
-                with self.channel.conn_or_acquire() as client:
-                    client.delete(self._count_key(delivery_tag))
-            self.restore_by_tag(delivery_tag, leftmost=True)
-        else:
-            self._forget(delivery_tag)
-        virtual.QoS.ack(self, delivery_tag)
+    def restore_visible(self, *args: Any, **kwargs: Any) -> Any:
+        # The sweep takes a lock (a SET, refused under OOM): Redis refusing ends this
+        # sweep, the next one tries again.
+        try:
+            return super().restore_visible(*args, **kwargs)
+        except redis.ResponseError as exc:
+            if not refused(exc):
+                raise
+            log.debug("restoring timed-out messages: Redis refused (%s)", exc)
+            return None
 
     def restore_unacked(self, client: Any = None) -> Any:
         unstarted = [tag for tag in self._delivered if tag not in self._handed]
         self._handed.clear()
         self._died.clear()
-        if unstarted:
-            with (
-                suppress(*self.channel.connection_errors),
-                self.channel.conn_or_acquire(client) as conn,
-            ):
-                conn.delete(*(self._count_key(tag) for tag in unstarted))
-        return super().restore_unacked(client)
+        self._refused.clear()
+        try:
+            if unstarted:
+                with (
+                    suppress(*self.channel.connection_errors),
+                    self.channel.conn_or_acquire(client) as conn,
+                ):
+                    conn.delete(*(self._count_key(tag) for tag in unstarted))
+            return super().restore_unacked(client)
+        except redis.ResponseError as exc:
+            if not refused(exc):
+                raise
+            # What could not be given back stays in ``unacked``: the visibility timeout
+            # redelivers it, as after a kill.
+            log.warning(
+                "Redis refused to give back %d unacknowledged message(s) (%s); they are "
+                "redelivered after the visibility timeout",
+                len(self._delivered),
+                exc,
+            )
+            self._delivered.clear()
+            return None
+
+
+# Every QoS that may hold deliveries Redis refused to end (Transport's timer retries them).
+_REFUSING: weakref.WeakSet[QoS] = weakref.WeakSet()
 
 
 class Message(virtual.Message):
@@ -434,6 +588,9 @@ class Channel(kombu_redis.Channel):
         self._sync_client: Any = None
         # Delivery tags the scripts recorded in ``unacked``, until kombu's QoS.append.
         self._recorded: set[str] = set()
+        # Redis refused to hand out messages (out of memory, read-only): wait before
+        # asking again.
+        self._refusing = _Backoff()
         super().__init__(*args, **kwargs)
 
     def _close_clients(self) -> None:
@@ -489,6 +646,15 @@ class Channel(kombu_redis.Channel):
     def _connparams(self, asynchronous: bool = False) -> Any:
         with self._connection_info():
             return super()._connparams(asynchronous=asynchronous)
+
+    def maybe_refresh_binding_expiry(self) -> None:
+        # kombu retries it every second and logs each refusal with its traceback.
+        try:
+            super().maybe_refresh_binding_expiry()
+        except redis.ResponseError as exc:
+            if not refused(exc):
+                raise
+            log.debug("refreshing queue bindings: Redis refused (%s)", exc)
 
     def basic_consume(self, queue: str, *args: Any, **kwargs: Any) -> Any:
         UNDELIVERED.requeue(self)
@@ -557,11 +723,18 @@ class Channel(kombu_redis.Channel):
                 return False
             if not recorded and self._quarantined(dest, item, verdict, queue):
                 return False
-        except (*self.connection_errors, StoreUnavailable) as exc:
+        except (*self.connection_errors, StoreUnavailable, redis.ResponseError) as exc:
+            if isinstance(exc, redis.ResponseError) and not refused(exc):
+                raise
             if not recorded:
                 # Off its queue and in no unacked hash: only this process holds it. Put
                 # back on its queue on reconnection (fix 2), never dropped.
                 UNDELIVERED.keep(item, dest)
+            if isinstance(exc, redis.ResponseError):
+                # Redis refused (out of memory, read-only): a recorded item stays in
+                # ``unacked`` (redelivered after the visibility timeout).
+                log.warning("a message from queue %s could not be handled: %s", queue, exc)
+                return False
             if isinstance(exc, StoreUnavailable):  # kombu reconnects on its own errors
                 raise redis.ConnectionError(str(exc)) from exc
             raise
@@ -634,6 +807,10 @@ class Channel(kombu_redis.Channel):
             or not self._no_ack_queues.isdisjoint(self.active_queues)
         ):
             return super()._brpop_start(timeout)
+        if self._refusing.waiting():
+            return None  # the transport's timer ends the loop's wait within a second
+        if UNDELIVERED:
+            UNDELIVERED.requeue(self)
         budget = max(1, self.qos.prefetch_count or 1)
         buried = 0
         while budget > 0 and self.qos.can_consume():
@@ -641,7 +818,16 @@ class Channel(kombu_redis.Channel):
             if not queues:
                 return None
             keys = [self._q_for_pri(q, pri) for pri in self.priority_steps for q in queues]
-            found = self.pop_into_unacked(keys)
+            try:
+                found = self.pop_into_unacked(keys)
+            except redis.ResponseError as exc:
+                if not refused(exc):
+                    raise
+                delay = self._refusing.failed()
+                log.warning("Redis refused to hand out a message (%s); again in %.2f s", exc, delay)
+                return None
+            if self._refusing.succeeded():
+                log.warning("Redis hands out messages again")
             if found is None:
                 return super()._brpop_start(timeout)
             if self._take(*found):
@@ -676,10 +862,17 @@ class Channel(kombu_redis.Channel):
             else:
                 try:
                     taken = self.record_in_unacked(dest, item)
-                except self.connection_errors:
-                    # Read just as the connection died (fix 2): in no list any more.
+                except (*self.connection_errors, redis.ResponseError) as exc:
+                    if isinstance(exc, redis.ResponseError) and not refused(exc):
+                        raise
+                    # Read just as the connection died (fix 2), or Redis refused to
+                    # record it (read-only, MISCONF): in no list any more. Put back on
+                    # its queue as soon as Redis takes it (_brpop_start, basic_consume).
                     UNDELIVERED.keep(bytes_to_str(item), dest)
-                    raise
+                    if not isinstance(exc, redis.ResponseError):
+                        raise
+                    self._refusing.failed()
+                    return True
                 self._take(*taken)
             self.connection.wake_event_loop()
             return True
@@ -690,9 +883,18 @@ class Channel(kombu_redis.Channel):
                 flush()
 
 
+def _retry_refused() -> None:
+    for qos in list(_REFUSING):
+        try:
+            qos.retry_refused()
+        except Exception:  # a timer's error would end the worker: logged, tried again
+            log.exception("retrying what Redis refused")
+
+
 class Transport(kombu_redis.Transport):
     Channel = Channel
     _wakeup: _Wakeup | None = None
+    _retry_timer: Any = None
 
     def register_with_event_loop(self, connection: Any, loop: Any) -> None:
         super().register_with_event_loop(connection, loop)
@@ -703,6 +905,11 @@ class Transport(kombu_redis.Transport):
             old.close()
         wakeup = self._wakeup = _Wakeup()
         loop.add_reader(wakeup.fileno(), wakeup.drain)
+        if self._retry_timer is not None:
+            self._retry_timer.cancel()
+        # Deliveries Redis refused to end are tried again from here; it also ends the
+        # loop's wait while the channel holds back after a refusal (_brpop_start).
+        self._retry_timer = loop.call_repeatedly(1.0, _retry_refused)
 
     def wake_event_loop(self) -> None:
         """End the event loop's current wait (no-op outside a worker's event loop)."""

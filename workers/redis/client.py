@@ -69,6 +69,45 @@ def is_outage(exc: BaseException) -> bool:
     return isinstance(exc, OSError)
 
 
+# What each refusal means to an operator (the reply's code → words).
+_REFUSAL_WORDS = {
+    "OOM": "out of memory (used memory is over maxmemory, and the policy evicts nothing)",
+    "MISCONF": "it cannot persist to disk (MISCONF: stop-writes-on-bgsave-error)",
+    "READONLY": "it is a read-only replica",
+    "MASTERDOWN": "it is a replica that lost its master",
+    "NOREPLICAS": "too few replicas for min-replicas-to-write",
+    "LOADING": "it is still loading its dataset",
+    "BUSY": "a script is running",
+    "TRYAGAIN": "a cluster slot is being moved",
+}
+_REFUSAL_CLASSES: tuple[tuple[type[Exception], str], ...] = (
+    (redis.exceptions.OutOfMemoryError, "OOM"),
+    (redis.exceptions.ReadOnlyError, "READONLY"),
+    (redis.exceptions.MasterDownError, "MASTERDOWN"),
+    (redis.BusyLoadingError, "LOADING"),
+)
+
+
+def refusal(exc: BaseException | None) -> str | None:
+    """Why Redis refused, when ``exc`` (or an exception it was raised from, as kombu and
+    Celery wrap redis-py's) is a reply by which a reachable Redis cannot serve now;
+    None for anything else (unreachable, or a reply that is not an outage)."""
+    seen = 0
+    while exc is not None and seen < 8:
+        for cls, code in _REFUSAL_CLASSES:
+            if isinstance(exc, cls):
+                return _REFUSAL_WORDS[code]
+        if isinstance(exc, redis.ResponseError):
+            code = str(exc).split(" ", 1)[0]
+            if code in _REFUSAL_WORDS:
+                return _REFUSAL_WORDS[code]
+            if "used memory > 'maxmemory'" in str(exc):  # a pipeline's wrapped reply
+                return _REFUSAL_WORDS["OOM"]
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
 def make_redis(
     url: str,
     *,
@@ -76,6 +115,8 @@ def make_redis(
     retries: int = 6,
     sentinel_master: str | None = None,
     sentinel_password: str | None = None,
+    health_check_interval: int = 10,
+    keepalive_options: dict[int, int] | None = None,
 ) -> redis.Redis:
     """A client for ``url``. ``timeout`` bounds connecting and each reply; ``retries``
     reconnect attempts inside one call (0 for a quick check such as ``apportion health``).
@@ -87,7 +128,9 @@ def make_redis(
     options: dict[str, Any] = {
         "socket_timeout": timeout,
         "socket_connect_timeout": timeout,
-        "health_check_interval": 30,
+        "health_check_interval": health_check_interval,
+        "socket_keepalive": True,
+        "socket_keepalive_options": keepalive_options or {},
         # Reconnects inside one call for ~2.5 s (0.1, 0.2, 0.4, 0.8, 1, 1 s), which
         # rides out a Redis restart or a Sentinel failover without re-running the job;
         # longer outages surface as StoreUnavailable and the task retries with its own
@@ -139,25 +182,51 @@ def _sentinel_client(
 Client = redis.Redis
 
 
-def client_for(settings: Settings, *, timeout: float = 5.0, retries: int = 6) -> redis.Redis:
-    """A client for the settings' ``redis_url`` (Sentinel options included)."""
+def client_for(
+    settings: Settings, *, timeout: float | None = None, retries: int = 6
+) -> redis.Redis:
+    """A client for the settings' ``redis_url`` (Sentinel options included);
+    ``timeout`` defaults to APPORTION_REDIS_SOCKET_TIMEOUT."""
     return make_redis(
         settings.redis_url,
-        timeout=timeout,
+        timeout=settings.redis_socket_timeout if timeout is None else timeout,
         retries=retries,
         sentinel_master=settings.sentinel_master,
         sentinel_password=settings.sentinel_secret,
+        health_check_interval=settings.redis_health_check_interval,
+        keepalive_options=settings.keepalive_options(),
     )
 
 
 @lru_cache(maxsize=4)
-def _cached(url: str, master: str | None, sentinel_password: str | None) -> redis.Redis:
-    return make_redis(url, sentinel_master=master, sentinel_password=sentinel_password)
+def _cached(
+    url: str,
+    master: str | None,
+    sentinel_password: str | None,
+    timeout: float,
+    health_check_interval: int,
+    keepalive: tuple[tuple[int, int], ...],
+) -> redis.Redis:
+    return make_redis(
+        url,
+        timeout=timeout,
+        sentinel_master=master,
+        sentinel_password=sentinel_password,
+        health_check_interval=health_check_interval,
+        keepalive_options=dict(keepalive),
+    )
 
 
 def get_redis(settings: Settings | None = None) -> redis.Redis:
-    settings = settings or get_settings()
-    return _cached(settings.redis_url, settings.sentinel_master, settings.sentinel_secret)
+    s = settings or get_settings()
+    return _cached(
+        s.redis_url,
+        s.sentinel_master,
+        s.sentinel_secret,
+        s.redis_socket_timeout,
+        s.redis_health_check_interval,
+        tuple(sorted(s.keepalive_options().items())),
+    )
 
 
 def error_text(exc: BaseException) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -39,8 +40,8 @@ def add_parser(sub: Any) -> None:
         "--timeout",
         type=float,
         default=120.0,
-        help="with --wait: give up when no further result arrives for this many seconds "
-        "(default 120)",
+        help="give up when Redis has not taken the jobs this many seconds after the start, "
+        "and, with --wait, when no further result arrives for as long (default 120)",
     )
     p.add_argument(
         "--connect-retries",
@@ -86,6 +87,7 @@ def _progress(enabled: bool, total: int) -> Iterator[Callable[[str], None]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
     from apportion import kinds
     from apportion.workers.submit import SubmitFailed, send, wait
 
@@ -107,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
                 connect_retries=args.connect_retries,
                 timeout=args.timeout,
                 step=step,
+                started=started,
             )
             if not args.wait:
                 ids = [r.id for r in results]

@@ -40,6 +40,8 @@ CHANNEL_INTERNALS = {
     "Message": "replaced by a message carrying the body the gate decoded",
     "pool": "the pool the pop and ack scripts' own connection is made from",
     "_close_clients": "extended: closes the scripts' own connection",
+    "maybe_refresh_binding_expiry": "overridden: a refusal by Redis (out of memory) is "
+    "logged at debug, not with a traceback every second",
     "_flush_brpop_reauth": "called once a BRPOP reply is consumed, as kombu does: sends a "
     "pending streaming re-auth token on the BRPOP connection (looked up with getattr, so "
     "without this check its loss would go unnoticed)",
@@ -52,6 +54,8 @@ QOS_INTERNALS = {
     "_remove_from_indices": "the ack and reject with a global key prefix (no scripts)",
     "restore_by_tag": "what a requeue does",
     "_delivered": "the deliveries restore_unacked gives back",
+    "restore_visible": "overridden: the sweep's lock refused by Redis ends the sweep, not "
+    "the worker",
 }
 TRANSPORT_INTERNALS = {
     "_deliver": "overridden: keeps a message whose delivery failed on a lost connection",
@@ -102,6 +106,8 @@ REQUEST_INTERNALS = {
     "acknowledge": "the message is acknowledged once the hard time limit's answer is stored",
     "send_event": "the task-succeeded event for that answer",
     "message": "the kombu message, whose channel's QoS counts deliveries",
+    "worker_pid": "the pool child a hard time limit found stopped (its job is requeued)",
+    "reject": "requeues the job of a pool child that was stopped at its hard time limit",
 }
 
 

@@ -314,3 +314,22 @@ def test_a_soft_time_limit_arriving_as_the_answer_is_published_leaves_the_answer
     assert task.backend.stored == {"t-1": stored}
     assert task.retried == []
     assert [e.job_id for e in publisher.envelopes()] == ["job-1"]
+
+
+def test_a_refusal_is_named_for_the_operator_through_the_wrappers_around_it() -> None:
+    from kombu.exceptions import OperationalError
+
+    from apportion.workers.redis.client import refusal
+
+    oom = redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'.")
+    wrapped = OperationalError(str(oom))
+    wrapped.__cause__ = oom  # as kombu raises it: ``raise OperationalError(...) from exc``
+    assert refusal(wrapped) == (
+        "out of memory (used memory is over maxmemory, and the policy evicts nothing)"
+    )
+    assert refusal(redis.ResponseError("MISCONF Errors writing to disk")) is not None
+    assert refusal(redis.ReadOnlyError("You can't write against a read only replica.")) == (
+        "it is a read-only replica"
+    )
+    assert refusal(redis.ConnectionError("Connection refused")) is None
+    assert refusal(redis.ResponseError("WRONGTYPE Operation against a key")) is None

@@ -1,0 +1,152 @@
+"""Whose time a soft time limit counts: the engine's, never Redis's.
+
+A time limit answers ``time_limit`` only for time the engine itself spent. Celery's
+timers run in the worker's main process; when that process waits on Redis (a stall, a
+partition), they fire late, the moment it resumes, while the pool child may still be
+waiting for Redis's reply too; a child frozen (SIGSTOP) gets its limit on waking. Each
+of those would answer a valid job ``time_limit``, for good. So, in the pool child:
+
+* the engine's calls to Redis (the policy store, the failure history) run inside
+  :func:`waiting_on_redis`: their time is counted apart, and a soft limit that lands
+  inside one becomes :class:`~apportion.errors.StoreUnavailable`, which the task
+  retries like any outage (tasks/jobs.py);
+* a soft limit that lands in the engine is the job's only when the engine's own time
+  (the task's time minus its Redis waits) has reached the limit, less
+  :data:`TOLERANCE`, and the child was not stopped and continued (SIGCONT) meanwhile
+  (:func:`limit_is_the_engines`); otherwise the task retries the job;
+* a soft limit signal that arrives when the child runs no job (the job ended while the
+  main process was blocked) is logged and ignored, instead of raising in the pool's
+  own loop and killing the child.
+
+Time waiting on Redis is bounded by the clients' socket timeouts (workers/redis/client.py),
+shorter than the limits. The hard limit stays the backstop: it kills the child whatever
+it was doing (a stopped child's hard limit is retried too: workers/broker/requests.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from time import monotonic
+from typing import Any
+
+from celery.exceptions import SoftTimeLimitExceeded
+
+from apportion.errors import StoreUnavailable
+
+log = logging.getLogger("apportion.tasks")
+
+# How much of the soft limit may go to what is neither the engine nor a counted Redis
+# wait (Celery's own bookkeeping before and after the task, decoding the job, the
+# timer's tick) without the limit ceasing to be the engine's.
+TOLERANCE = 0.5
+
+
+class _Clock:
+    __slots__ = ("continued", "depth", "pid", "running", "started", "waited")
+
+    def __init__(self) -> None:
+        self.running = False
+        self.started = 0.0
+        self.waited = 0.0
+        self.depth = 0
+        self.continued = False
+        self.pid = 0  # the process the signal handlers were installed in
+
+
+_CLOCK = _Clock()
+
+
+def job_started(**_: Any) -> None:
+    """``task_prerun``: a job starts in this process."""
+    clock = _CLOCK
+    if clock.pid != os.getpid() and threading.current_thread() is threading.main_thread():
+        _install(clock)
+    clock.running = True
+    clock.started = monotonic()
+    clock.waited = 0.0
+    clock.depth = 0
+    clock.continued = False
+
+
+def job_ended(**_: Any) -> None:
+    """``task_postrun``: the job ended (answered, retried or failed)."""
+    _CLOCK.running = False
+
+
+@contextmanager
+def waiting_on_redis(what: str) -> Iterator[None]:
+    """Around an engine's call to Redis: its time is not the engine's, and a soft time
+    limit landing in it is an outage (retried), not the job's size."""
+    clock = _CLOCK
+    clock.depth += 1
+    began = monotonic()
+    try:
+        yield
+    except SoftTimeLimitExceeded as exc:
+        raise StoreUnavailable(
+            f"{what}: Redis had not answered when the soft time limit fired"
+        ) from exc
+    finally:
+        clock.depth -= 1
+        clock.waited += monotonic() - began
+
+
+def engine_seconds() -> float:
+    """The running job's time so far, less its waits on Redis."""
+    clock = _CLOCK
+    return monotonic() - clock.started - clock.waited
+
+
+def limit_is_the_engines(soft: float) -> bool:
+    """Whether a soft time limit of ``soft`` seconds that just fired counts the engine's
+    own time (answer ``time_limit``), not a stall or a freeze (retry the job)."""
+    clock = _CLOCK
+    if not clock.running:
+        return True  # not in a worker's job (a test calling the task directly)
+    return not clock.continued and engine_seconds() >= soft - TOLERANCE
+
+
+class _SoftLimitGate:
+    """SIGUSR1's handler in a pool child, in front of the pool's (billiard's, which
+    raises SoftTimeLimitExceeded): only while a job runs."""
+
+    __slots__ = ("pool",)
+
+    def __init__(self, pool: Any) -> None:
+        self.pool = pool
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if not _CLOCK.running:
+            log.warning("a soft time limit arrived after its job had ended; ignored")
+            return
+        self.pool(signum, frame)
+
+
+def _on_continued(signum: int, frame: Any) -> None:
+    if _CLOCK.running:
+        _CLOCK.continued = True
+
+
+def _install(clock: _Clock) -> None:
+    clock.pid = os.getpid()
+    current = signal.getsignal(signal.SIGUSR1)
+    if callable(current) and not isinstance(current, _SoftLimitGate):
+        signal.signal(signal.SIGUSR1, _SoftLimitGate(current))
+    if signal.getsignal(signal.SIGCONT) in (signal.SIG_DFL, None):
+        # The process continues whatever the handler; this only notes that it had stopped.
+        signal.signal(signal.SIGCONT, _on_continued)
+
+
+__all__ = [
+    "TOLERANCE",
+    "engine_seconds",
+    "job_ended",
+    "job_started",
+    "limit_is_the_engines",
+    "waiting_on_redis",
+]
