@@ -351,7 +351,12 @@ def test_saving_makes_the_next_job_of_the_pool_report_the_new_version(
     assert second["selection"]["groups"][0]["probabilities"] == pytest.approx(
         {"vsphere-a": 1 / 3, "vsphere-b": 2 / 3}
     )
-    assert text_of(browser, "#policy-source") == "gpu-studio v2"
+    # The page shows the saved version once its own refresh after the save lands.
+    wait_until(
+        lambda: text_of(browser, "#policy-source") == "gpu-studio v2",
+        20,
+        what="the heading of the saved version",
+    )
     # The worker kept both jobs for the studio to offer, newest first.
     assert recent_labels(studio_url)[:2] == ["recent: studio-save-2", "recent: studio-save-1"]
 
