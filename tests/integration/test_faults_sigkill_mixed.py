@@ -92,9 +92,11 @@ def test_three_sigkills_during_1000_mixed_jobs_publish_every_received_job_exactl
     jobs = mixed_jobs(JOBS, "kill")
     started = time.monotonic()
 
-    worker.start()
     # Ids only: a pending AsyncResult would try to unsubscribe from Redis when collected.
+    # Every job is queued before the worker starts, so that each kill leaves work queued
+    # even when a loaded machine slows the producer down.
     task_ids = [producer.send_task(j.task_name, args=[j.payload]).id for j in jobs]
+    worker.start()
     kills = []
     try:
         for threshold in KILL_AT:

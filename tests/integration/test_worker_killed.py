@@ -33,13 +33,16 @@ def test_a_worker_killed_mid_run_loses_no_job_and_duplicates_no_event(
     env = worker_env(url, **SHORT_LIMITS)
     producer = create_app(Settings(redis_url=url))
 
-    first = Worker(env=env, logfile=tmp_path / "first.log")
-    first.start()
     job = load_example("partition.json")
+    # Every job is queued before the worker starts: sent while it runs, a loaded machine's
+    # slow producer could let it finish them all before the kill, and nothing would be
+    # left to redeliver.
     results = [
         producer.send_task("apportion.partition", args=[{**job, "job_id": f"kill-{i}"}])
         for i in range(JOBS)
     ]
+    first = Worker(env=env, logfile=tmp_path / "first.log")
+    first.start()
     wait_until(lambda: client.xlen(stream) >= 20, 60, what="first results")
     first.kill()
     done_before_kill = client.xlen(stream)
