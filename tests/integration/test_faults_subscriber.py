@@ -88,21 +88,29 @@ class Subscriber:
                 ids.append(json.loads(line)["id"])
         return ids
 
-    def kill_holding_entries(self, client: redis.Redis) -> set[str]:
-        """SIGKILL while the consumer holds read-but-unacknowledged entries; return them."""
-        for _ in range(1000):
+    def printed(self) -> int:
+        return self.out.read_bytes().count(b"\n")
+
+    def kill_holding_entries(self, client: redis.Redis, after: int = 0) -> set[str]:
+        """SIGKILL, once it has printed ``after`` entries, while the consumer holds
+        read-but-unacknowledged entries; return them. Both are checked while it is frozen
+        (SIGSTOP), so however slow this test process is, the consumer cannot drain the
+        stream between the check and the kill."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
             os.kill(self.proc.pid, signal.SIGSTOP)  # freeze it: its pending list is stable
-            pending = {
-                p["message_id"].decode()
-                for p in client.xpending_range(
-                    STREAM, GROUP, min="-", max="+", count=10_000, consumername=self.consumer
-                )
-            }
-            if pending:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-                self._file.close()
-                return pending
+            if self.printed() >= after:
+                pending = {
+                    p["message_id"].decode()
+                    for p in client.xpending_range(
+                        STREAM, GROUP, min="-", max="+", count=10_000, consumername=self.consumer
+                    )
+                }
+                if pending:
+                    os.kill(self.proc.pid, signal.SIGKILL)
+                    self.proc.wait(10)
+                    self._file.close()
+                    return pending
             os.kill(self.proc.pid, signal.SIGCONT)  # between two batches: try again
             time.sleep(0.002)
         raise AssertionError(f"{self.consumer} never held unacknowledged entries")
@@ -128,8 +136,7 @@ def test_killed_subscribers_resume_or_are_taken_over_without_missing_entries(
 
     # 1. Consumer A is killed mid-stream, then restarted under the same name.
     a1 = Subscriber(server.url, "A", tmp_path / "a1.jsonl")
-    wait_until(lambda: len(a1.entry_ids()) >= 800, 60, what="A read 800 entries")
-    pending_a1 = a1.kill_holding_entries(client)
+    pending_a1 = a1.kill_holding_entries(client, after=800)
     a2 = Subscriber(server.url, "A", tmp_path / "a2.jsonl")
     late.start()
     wait_until(lambda: len(a2.entry_ids()) >= 800, 60, what="A again read 800 entries")
