@@ -9,37 +9,22 @@ a copy of the repository's files, as `git clone` gives them (no .venv).
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.processes import REPO
+from tests.support.processes import REPO, clean_checkout
 
 pytestmark = [pytest.mark.slow]
-
-
-def _copy_of_the_repository(target: Path) -> None:
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO,
-        capture_output=True,
-        check=True,
-    ).stdout.split(b"\0")
-    for name in filter(None, listed):
-        source = REPO / name.decode()
-        if source.is_file():
-            (target / name.decode()).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target / name.decode())
 
 
 def test_after_the_demo_a_picture_names_the_command_that_adds_the_plot_extra_which_works(
     tmp_path: Path,
 ) -> None:
     root = tmp_path / "apportion"
-    _copy_of_the_repository(root)
+    clean_checkout(root)
     env = {
         k: v
         for k, v in os.environ.items()

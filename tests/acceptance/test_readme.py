@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -38,7 +37,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.gen_docs import without_timing
-from tests.support.processes import REPO, RedisServer, free_port, wait_until
+from tests.support.processes import REPO, RedisServer, clean_checkout, free_port, wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow]
 
@@ -86,20 +85,6 @@ class Checkout:
                     start_new_session=True,
                 )
             )
-
-
-def clean_checkout(target: Path) -> None:
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO,
-        capture_output=True,
-        check=True,
-    ).stdout.split(b"\0")
-    for name in filter(None, listed):
-        source = REPO / name.decode()
-        if source.is_file():
-            (target / name.decode()).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target / name.decode())
 
 
 @pytest.fixture(scope="module")

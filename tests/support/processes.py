@@ -439,3 +439,19 @@ def running_worker(env: Mapping[str, str], logfile: Path, **kwargs: object) -> I
         yield worker
     finally:
         worker.stop()
+
+
+def clean_checkout(target: Path) -> None:
+    """Copy into ``target`` what ``git clone`` would give: tracked files and new ones not
+    yet committed, nothing ignored (no .venv, no node_modules, no var/)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    for name in filter(None, listed):
+        source = REPO / name.decode()
+        if source.is_file():
+            (target / name.decode()).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name.decode())
