@@ -69,6 +69,10 @@ def consumers(client: redis.Redis) -> set[str]:
 class Subscriber:
     """One `apportion events` process; its stdout (JSON lines) goes to a file."""
 
+    # Every subscriber started by the running test, killed at its end whatever happened
+    # (a failed assertion must not leave `apportion events` processes behind).
+    started: list[Subscriber] = []
+
     def __init__(self, url: str, consumer: str, out: Path, *extra: str) -> None:
         self.consumer = consumer
         self.out = out
@@ -80,6 +84,7 @@ class Subscriber:
             stderr=out.with_suffix(".err").open("wb"),
             env={**os.environ, "APPORTION_REDIS_URL": url, "PYTHONUNBUFFERED": "1"},
         )
+        Subscriber.started.append(self)
 
     def entry_ids(self) -> list[str]:
         ids = []
@@ -119,6 +124,16 @@ class Subscriber:
         code = self.proc.wait(timeout)
         self._file.close()
         return code
+
+
+@pytest.fixture(autouse=True)
+def no_subscriber_left_running() -> Iterator[None]:
+    yield
+    while Subscriber.started:
+        proc = Subscriber.started.pop().proc
+        if proc.poll() is None:
+            proc.kill()  # SIGKILL ends a SIGSTOPped process too
+            proc.wait(10)
 
 
 def test_killed_subscribers_resume_or_are_taken_over_without_missing_entries(

@@ -30,14 +30,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from apportion import kinds
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-QUEUE = {
-    "partition": "partition",
-    "auto_attach": "attach",
-    "guest_host_attach": "attach",
-    "launch_select": "launch",
-    "launch_outcome": "events",
-}
+QUEUE = {name: kinds.get(name).queue for name in kinds.names()}
 
 
 def _example(name: str) -> dict[str, Any]:
@@ -53,6 +49,7 @@ def templates() -> dict[str, dict[str, Any]]:
         "partition": _example("partition.json"),
         "auto_attach": _example("auto_attach.json"),
         "guest_host_attach": _example("guest_host_attach.json"),
+        "heal_org": _example("heal_org.json"),
         "launch_select": launch,
     }
 

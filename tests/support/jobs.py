@@ -42,6 +42,7 @@ VARIANTS: dict[str, tuple[str, str]] = {
     "launch_select_default_policy": ("launch_select", "launch_select.candidates.json"),
     "launch_select_policy": ("launch_select", "launch_select.json"),
     "launch_outcome": ("launch_outcome", "launch_outcome.json"),
+    "heal_org": ("heal_org", "heal_org.json"),
 }
 ACCOUNTS = ("vsphere-a", "vsphere-b", "ec2")
 
