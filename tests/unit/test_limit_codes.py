@@ -250,7 +250,7 @@ CASES: dict[str, Case] = {
         "partition",
         (Limits(yaql_max_memory_mib=64), sized("yaql=$.disks.len() * 10")),
         (
-            Limits(yaql_max_memory_mib=64, yaql_timeout_seconds=10.0),
+            Limits(yaql_max_memory_mib=64, yaql_timeout_seconds=60.0),
             sized("yaql=let(s => 'x' * 90000) -> range(0, 9000).select($s).join('').len()"),
         ),
     ),

@@ -61,14 +61,15 @@ def test_a_runaway_expression_is_killed_at_the_deadline(bomb: str) -> None:
 def test_a_huge_string_build_runs_out_of_its_memory_allowance() -> None:
     # Every piece passes yaql's own quota; the joined 800 MB string hits RLIMIT_AS.
     bomb = "let(s => 'x' * 90000) -> range(0, 9000).select($s).join('').len()"
-    result, elapsed = _evaluate(bomb, Limits(yaql_max_memory_mib=64, yaql_timeout_seconds=2.0))
+    # A time limit far above what the bomb needs: on a starved machine the child's fork
+    # and start must not reach it first, since this test is about the memory allowance.
+    result, _ = _evaluate(bomb, Limits(yaql_max_memory_mib=64, yaql_timeout_seconds=60.0))
     failure = _failure(result)
     assert (failure.name, failure.code) == ("schema[3].size", yaql_eval.MEMORY)
     assert failure.message == (
         "yaql expression ran out of its memory allowance of 64 MiB "
         "(raise APPORTION_LIMITS__YAQL_MAX_MEMORY_MIB)"
     )
-    assert elapsed < 2.5
     assert result.values == {"before": 2048, "after": 2}  # the child carried on
 
 
