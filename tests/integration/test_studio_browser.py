@@ -456,7 +456,7 @@ def test_unsaved_edits_of_a_pool_are_kept_while_another_pool_is_shown(
     start_pool(browser, "drafts-a", "ana", "")
     change(browser, '.module[data-module="failure_penalty"] input[data-role="toggle"]')
     edited = browser.execute_script("return JSON.stringify(window.studio.state.cards)")
-    assert browser.find_element("id", "unsaved").is_displayed()
+    wait_until(lambda: browser.find_element("id", "unsaved").is_displayed(), 20, what="unsaved")
 
     act(browser, "#pool", lambda e: Select(e).select_by_value("default"))
     wait_until(lambda: not browser.find_element("id", "unsaved").is_displayed(), 20)
@@ -469,7 +469,7 @@ def test_unsaved_edits_of_a_pool_are_kept_while_another_pool_is_shown(
         20,
         what="the unsaved stack back",
     )
-    assert browser.find_element("id", "unsaved").is_displayed()
+    wait_until(lambda: browser.find_element("id", "unsaved").is_displayed(), 20, what="unsaved")
 
 
 def test_loading_a_version_over_unsaved_edits_asks_first(
