@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from itertools import chain, islice
@@ -36,6 +36,7 @@ from typing import Any
 
 from apportion.contracts.envelope import WarningDetail
 from apportion.errors import Problem, Rejected
+from apportion.walk import Frame, Group, breadth_first, depth_first, join
 
 CODE = "unknown_field"
 MAX_WARNINGS = 50
@@ -231,37 +232,46 @@ class _Compiler:
         return found
 
     def _node(self, schema: Mapping[str, Any]) -> Any:
-        kind = schema.get("type")
+        kind: str = schema.get("type", "")
         if kind in _WRAPPERS:
             return self.node(schema[_WRAPPERS[kind]])
-        if kind == "definitions":
-            for definition in schema.get("definitions", ()):
-                self.node(definition)
-            return self.node(schema["schema"])
-        if kind == "definition-ref":
-            return _Ref(schema["schema_ref"], self.refs)
-        if kind == "model":
-            return self._model(schema)
-        if kind == "typed-dict":
-            return self._fields(_cls_name(schema, "TypedDict"), schema["fields"], schema)
-        if kind == "dataclass":
-            args = schema["schema"]
-            fields = {f["name"]: f for f in args.get("fields", ())}
-            return self._fields(_cls_name(schema, "object"), fields, schema)
-        if kind in ("list", "set", "frozenset", "generator"):
-            item = self.node(schema["items_schema"]) if "items_schema" in schema else None
-            return None if item is None else _Seq(item)
-        if kind == "dict":
-            value = self.node(schema["values_schema"]) if "values_schema" in schema else None
-            return None if value is None else _Map(value)
-        if kind == "union":
-            return self._choice(c[0] if isinstance(c, tuple) else c for c in schema["choices"])
-        if kind == "tagged-union" and isinstance(schema.get("discriminator"), str):
-            options = {str(tag): self.node(s) for tag, s in schema["choices"].items()}
-            return _Tagged(schema["discriminator"], options)
-        if kind == "chain":
-            return self._choice(schema["steps"])
-        return None  # a leaf, or a shape whose insides are not fields
+        build = _BUILDERS.get(kind)
+        return None if build is None else build(self, schema)  # None: a leaf
+
+    def _definitions(self, schema: Mapping[str, Any]) -> Any:
+        for definition in schema.get("definitions", ()):
+            self.node(definition)
+        return self.node(schema["schema"])
+
+    def _definition_ref(self, schema: Mapping[str, Any]) -> Any:
+        return _Ref(schema["schema_ref"], self.refs)
+
+    def _typed_dict(self, schema: Mapping[str, Any]) -> Any:
+        return self._fields(_cls_name(schema, "TypedDict"), schema["fields"], schema)
+
+    def _dataclass(self, schema: Mapping[str, Any]) -> Any:
+        fields = {f["name"]: f for f in schema["schema"].get("fields", ())}
+        return self._fields(_cls_name(schema, "object"), fields, schema)
+
+    def _sequence(self, schema: Mapping[str, Any]) -> Any:
+        item = self.node(schema["items_schema"]) if "items_schema" in schema else None
+        return None if item is None else _Seq(item)
+
+    def _dict(self, schema: Mapping[str, Any]) -> Any:
+        value = self.node(schema["values_schema"]) if "values_schema" in schema else None
+        return None if value is None else _Map(value)
+
+    def _union(self, schema: Mapping[str, Any]) -> Any:
+        return self._choice(c[0] if isinstance(c, tuple) else c for c in schema["choices"])
+
+    def _tagged(self, schema: Mapping[str, Any]) -> Any:
+        if not isinstance(schema.get("discriminator"), str):
+            return None  # chosen by a function: its insides cannot be followed
+        options = {str(tag): self.node(s) for tag, s in schema["choices"].items()}
+        return _Tagged(schema["discriminator"], options)
+
+    def _chain(self, schema: Mapping[str, Any]) -> Any:
+        return self._choice(schema["steps"])
 
     def _choice(self, schemas: Iterable[Mapping[str, Any]]) -> Any:
         options = tuple(n for n in (self.node(s) for s in schemas) if n is not None)
@@ -304,6 +314,24 @@ class _Compiler:
         obj.candidates = tuple(dict.fromkeys([*names, *sorted(known - set(names))]))
         obj.ignored = CANDLEPIN_FIELDS.get(name, frozenset())
         return obj
+
+
+# How each kind of core schema with fields inside is compiled; any other is a leaf.
+_BUILDERS: dict[str, Callable[[_Compiler, Mapping[str, Any]], Any]] = {
+    "definitions": _Compiler._definitions,
+    "definition-ref": _Compiler._definition_ref,
+    "model": _Compiler._model,
+    "typed-dict": _Compiler._typed_dict,
+    "dataclass": _Compiler._dataclass,
+    "list": _Compiler._sequence,
+    "set": _Compiler._sequence,
+    "frozenset": _Compiler._sequence,
+    "generator": _Compiler._sequence,
+    "dict": _Compiler._dict,
+    "union": _Compiler._union,
+    "tagged-union": _Compiler._tagged,
+    "chain": _Compiler._chain,
+}
 
 
 def _cls_name(schema: Mapping[str, Any], default: str) -> str:
@@ -376,40 +404,74 @@ def _suggest_short(key: str, candidates: tuple[str, ...], cutoff: float) -> str 
 _Found_at = dict[tuple[str, str], _Found]
 
 
-def _walk(value: Any, node: Any, path: str, pattern: str, found: _Found_at) -> None:
-    """Depth first, in document order (so "the first place" of a repeated field is)."""
-    stack: list[tuple[Any, Any, str, str]] = [(value, node, path, pattern)]
-    while stack:
-        value, node, path, pattern = stack.pop()
+def _walk(payload: Any, shape: Any, found: _Found_at) -> None:
+    """Every place of ``payload`` with a field to warn about, into ``found``: depth
+    first, in document order (so "the first place" of a repeated field is)."""
+
+    def visit(value: Any, at: tuple[Any, str], path: str, depth: int, stack: list[Frame]) -> None:
+        node, pattern = at
         if isinstance(node, _Ref):
             node = node.resolve()
-        if node is None:
-            continue
-        if isinstance(node, _Object):
-            if type(value) is not dict:
-                continue
-            if not value.keys() <= node.known:
-                _unknown(value, node, path, pattern, found)
-            for key, child in reversed(node.nested):
-                if key in value:
-                    stack.append((value[key], child, _join(path, key), _join(pattern, key)))
-        elif isinstance(node, _Seq):
-            if type(value) is list:
-                item, each = node.item, f"{pattern}[*]"
-                for i in range(len(value) - 1, -1, -1):
-                    stack.append((value[i], item, f"{path}[{i}]", each))
-        elif isinstance(node, _Map):
-            if type(value) is dict:
-                child, each = node.value, _join(pattern, "*")
-                for k, v in reversed(value.items()):
-                    stack.append((v, child, _join(path, str(k)), each))
-        elif isinstance(node, _Names):
-            _near_misses(value, node, path, pattern, found)
-        elif isinstance(node, _Tagged):
-            if type(value) is dict:
-                stack.append((value, node.options.get(str(value.get(node.key))), path, pattern))
-        elif isinstance(node, _Choice):
-            stack.append((value, _pick(value, node.options), path, pattern))
+        if node is not None:
+            pushed = _VISITS[type(node)](value, node, path, pattern, found)
+            stack.extend((v, (n, p), where, depth + 1) for v, n, where, p in reversed(pushed))
+
+    depth_first(payload, (shape, "$"), visit)
+
+
+# (value, its place in the schema, its path, its path pattern), in document order.
+_Next = list[tuple[Any, Any, str, str]]
+
+
+def _visit_object(value: Any, node: _Object, path: str, pattern: str, found: _Found_at) -> _Next:
+    if type(value) is not dict:
+        return []
+    if not value.keys() <= node.known:
+        _unknown(value, node, path, pattern, found)
+    return [
+        (value[key], child, join(path, key), join(pattern, key))
+        for key, child in node.nested
+        if key in value
+    ]
+
+
+def _visit_seq(value: Any, node: _Seq, path: str, pattern: str, _: _Found_at) -> _Next:
+    if type(value) is not list:
+        return []
+    each = f"{pattern}[*]"
+    return [(item, node.item, f"{path}[{i}]", each) for i, item in enumerate(value)]
+
+
+def _visit_map(value: Any, node: _Map, path: str, pattern: str, _: _Found_at) -> _Next:
+    if type(value) is not dict:
+        return []
+    each = join(pattern, "*")
+    return [(v, node.value, join(path, str(k)), each) for k, v in value.items()]
+
+
+def _visit_names(value: Any, node: _Names, path: str, pattern: str, found: _Found_at) -> _Next:
+    _near_misses(value, node, path, pattern, found)
+    return []
+
+
+def _visit_tagged(value: Any, node: _Tagged, path: str, pattern: str, _: _Found_at) -> _Next:
+    if type(value) is not dict:
+        return []
+    return [(value, node.options.get(str(value.get(node.key))), path, pattern)]
+
+
+def _visit_choice(value: Any, node: _Choice, path: str, pattern: str, _: _Found_at) -> _Next:
+    return [(value, _pick(value, node.options), path, pattern)]
+
+
+_VISITS: dict[type, Callable[..., _Next]] = {
+    _Object: _visit_object,
+    _Seq: _visit_seq,
+    _Map: _visit_map,
+    _Names: _visit_names,
+    _Tagged: _visit_tagged,
+    _Choice: _visit_choice,
+}
 
 
 def _unknown(
@@ -426,12 +488,12 @@ def _unknown(
         suggestion = _suggest(str(key), node.candidates)
         if node.open and suggestion is None:
             continue  # an extra key this model keeps on purpose
-        found[where] = _Found(_join(path, str(key)), str(key), suggestion)
+        found[where] = _Found(join(path, str(key)), str(key), suggestion)
 
 
 def _near_misses(value: Any, node: _Names, path: str, pattern: str, found: _Found_at) -> None:
     if type(value) is dict:
-        named = [(key, _join(path, str(key))) for key in value]
+        named = [(key, join(path, str(key))) for key in value]
     elif type(value) is list:
         named = [
             (item.get("name"), f"{path}[{i}].name")
@@ -469,54 +531,95 @@ def _pick(value: Any, options: tuple[Any, ...]) -> Any:
     return max(objects, key=lambda o: len(value.keys() & o.known))
 
 
-def _join(path: str, key: str) -> str:
-    return key if path == "$" else f"{path}.{key}"
-
-
 # ---- the quick pass: every value at one place of the schema at once ------------------
 
 
-def _clean(values: list[Any], node: Any) -> bool:
-    """Whether no value in ``values`` (all at one place of the schema) or below has a
-    field to warn about. Set unions over all of them, in C, instead of a walk with
-    paths: a job of 2,000 pools costs a few hundred microseconds, not milliseconds.
-    The walk with paths runs only when this finds something."""
+# The edge bounded the job's depth before this pass; this only keeps its loop finite.
+_DEEPEST = 1 << 16
+
+
+def _clean(payload: Any, shape: Any) -> bool:
+    """Whether no value of ``payload`` has a field to warn about. The values at one
+    place of the schema are looked at together (set unions over all of them, in C)
+    instead of one by one with paths: a job of 2,000 pools costs a few hundred
+    microseconds, not milliseconds. The walk with paths runs only when this finds
+    something."""
+    return breadth_first([(shape, [payload])], _clean_step, _DEEPEST) is True
+
+
+def _clean_step(node: Any, values: list[Any], inner: list[Group]) -> bool:
+    """Values ``values``, all at place ``node`` of the schema: False when one has a field
+    to warn about; the values one level in, grouped by their place, go into ``inner``."""
     if isinstance(node, _Ref):
         node = node.resolve()
     if node is None or not values:
         return True
-    if isinstance(node, _Object):
-        dicts = [v for v in values if type(v) is dict]
-        keys: set[Any] = set().union(*dicts)
-        unknown = keys - node.known - node.ignored
-        if unknown and (not node.open or _near_miss(dicts, unknown, node.candidates)):
-            return False
-        return all(
-            _clean([d[key] for d in dicts if key in d], child)
-            for key, child in node.nested
-            if key in keys
+    step: Callable[[Any, list[Any], list[Group]], bool] = _STEPS[type(node)]
+    return step(node, values, inner)
+
+
+def _clean_object(node: _Object, values: list[Any], inner: list[Group]) -> bool:
+    dicts = [v for v in values if type(v) is dict]
+    keys: set[Any] = set().union(*dicts)
+    unknown = keys - node.known - node.ignored
+    if unknown and (not node.open or _near_miss(dicts, unknown, node.candidates)):
+        return False
+    inner.extend(
+        (child, [d[key] for d in dicts if key in d]) for key, child in node.nested if key in keys
+    )
+    return True
+
+
+def _clean_seq(node: _Seq, values: list[Any], inner: list[Group]) -> bool:
+    inner.append((node.item, list(chain.from_iterable(v for v in values if type(v) is list))))
+    return True
+
+
+def _clean_map(node: _Map, values: list[Any], inner: list[Group]) -> bool:
+    nested = chain.from_iterable(v.values() for v in values if type(v) is dict)
+    inner.append((node.value, list(nested)))
+    return True
+
+
+def _clean_names(node: _Names, values: list[Any], _: list[Group]) -> bool:
+    named = [v for v in values if type(v) is dict]
+    keys: set[Any] = set().union(*named)
+    if len(named) < len(values):  # Candlepin's lists of {"name", "value"} items
+        # Only string names can be near misses; a dict or list name is not hashable.
+        keys.update(
+            name
+            for v in values
+            if type(v) is list
+            for item in v
+            if type(item) is dict and type(name := item.get("name")) is str
         )
-    if isinstance(node, _Seq):
-        return _clean(list(chain.from_iterable(v for v in values if type(v) is list)), node.item)
-    if isinstance(node, _Map):
-        nested = chain.from_iterable(v.values() for v in values if type(v) is dict)
-        return _clean(list(nested), node.value)
-    if isinstance(node, _Names):
-        named = [v for v in values if type(v) is dict]
-        keys = set().union(*named)
-        if len(named) < len(values):  # Candlepin's lists of {"name", "value"} items
-            # Only string names can be near misses; a dict or list name is not hashable.
-            keys.update(
-                name
-                for v in values
-                if type(v) is list
-                for item in v
-                if type(item) is dict and type(name := item.get("name")) is str
-            )
-        return not any(
-            _suggest(k, node.known, 0.85) for k in keys - node.known_set if isinstance(k, str)
-        )
-    return _clean_choice(values, node)
+    return not any(
+        _suggest(k, node.known, 0.85) for k in keys - node.known_set if isinstance(k, str)
+    )
+
+
+def _clean_choice(node: _Tagged | _Choice, values: list[Any], inner: list[Group]) -> bool:
+    """The values grouped by the member of the union each belongs to, each group then
+    looked at as at that member's place."""
+    groups: dict[int, tuple[Any, list[Any]]] = {}
+    for value in values:
+        if isinstance(node, _Tagged):
+            member = node.options.get(str(value.get(node.key))) if type(value) is dict else None
+        else:
+            member = _pick(value, node.options)
+        if member is not None:
+            groups.setdefault(id(member), (member, []))[1].append(value)
+    return all(_clean_step(member, group, inner) for member, group in groups.values())
+
+
+_STEPS: dict[type, Callable[..., bool]] = {
+    _Object: _clean_object,
+    _Seq: _clean_seq,
+    _Map: _clean_map,
+    _Names: _clean_names,
+    _Tagged: _clean_choice,
+    _Choice: _clean_choice,
+}
 
 
 def _near_miss(dicts: list[dict[Any, Any]], unknown: set[Any], names: tuple[str, ...]) -> bool:
@@ -526,29 +629,16 @@ def _near_miss(dicts: list[dict[Any, Any]], unknown: set[Any], names: tuple[str,
     return any(_suggest(str(k), names) for k in islice(extra, OPEN_KEYS_EXAMINED))
 
 
-def _clean_choice(values: list[Any], node: Any) -> bool:
-    """_Tagged and _Choice: the values grouped by the member each belongs to."""
-    groups: dict[int, tuple[Any, list[Any]]] = {}
-    for value in values:
-        if isinstance(node, _Tagged):
-            member = node.options.get(str(value.get(node.key))) if type(value) is dict else None
-        else:
-            member = _pick(value, node.options)
-        if member is not None:
-            groups.setdefault(id(member), (member, []))[1].append(value)
-    return all(_clean(group, member) for member, group in groups.values())
-
-
 def find(model: Any, payload: Any) -> tuple[WarningDetail, ...]:
     """Warnings for every unknown field of ``payload`` (a job of ``model``), at most
     :data:`MAX_WARNINGS`, the same field at many places once."""
     if type(payload) is not dict:
         return ()
     shape = _shape(model)
-    if _clean([payload], shape):
+    if _clean(payload, shape):
         return ()
     found: _Found_at = {}
-    _walk(payload, shape, "$", "$", found)
+    _walk(payload, shape, found)
     notices = [_notice(f) for f in found.values()]
     if len(notices) > MAX_WARNINGS:
         rest = len(notices) - MAX_WARNINGS + 1
