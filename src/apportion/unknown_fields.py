@@ -34,6 +34,7 @@ from functools import cache, lru_cache
 from itertools import chain, islice
 from typing import Any
 
+from apportion.contracts.base import field_keys
 from apportion.contracts.envelope import WarningDetail
 from apportion.errors import Problem, Rejected
 from apportion.walk import Frame, Group, breadth_first, depth_first, join
@@ -302,7 +303,7 @@ class _Compiler:
         names: list[str] = []
         obj = _Object(name=name, known=frozenset(), candidates=(), open=extra == "allow")
         for field_name, spec in fields.items():
-            keys = [field_name, *_aliases(spec.get("validation_alias"))]
+            keys = field_keys(field_name, spec)
             known.update(keys)
             names.append(field_name)
             child = self.node(spec["schema"])
@@ -337,17 +338,6 @@ _BUILDERS: dict[str, Callable[[_Compiler, Mapping[str, Any]], Any]] = {
 def _cls_name(schema: Mapping[str, Any], default: str) -> str:
     cls = schema.get("cls")
     return getattr(cls, "__name__", default)
-
-
-def _aliases(alias: Any) -> list[str]:
-    if isinstance(alias, str):
-        return [alias]
-    out = []
-    for path in alias or ():
-        first = path[0] if isinstance(path, list | tuple) and path else path
-        if isinstance(first, str):
-            out.append(first)
-    return out
 
 
 @cache

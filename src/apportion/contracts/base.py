@@ -86,13 +86,19 @@ _WRAPPERS = frozenset(
 )
 
 
-def _field_names(field: Mapping[str, Any], name: str) -> set[str | int]:
-    """The keys a user may write for a model field: its name and its aliases' first keys."""
-    aliases = field.get("validation_alias")
-    if isinstance(aliases, str):
-        return {name, aliases}
-    choices = aliases if aliases and isinstance(aliases[0], list) else [aliases or []]
-    return {name, *(path[0] for path in choices if path)}
+def field_keys(name: str, field: Mapping[str, Any]) -> list[str]:
+    """The keys a user may write for field ``name`` of a core schema: the name, then the
+    first key of each of its validation aliases. What an error's location is matched
+    against here, and what the unknown-field check knows (apportion.unknown_fields)."""
+    alias = field.get("validation_alias")
+    if isinstance(alias, str):
+        return [name, alias]
+    keys = [name]
+    for path in alias or ():
+        first = path[0] if isinstance(path, list | tuple) and path else path
+        if isinstance(first, str):
+            keys.append(first)
+    return keys
 
 
 def written_loc(schema: Mapping[str, Any], loc: Sequence[str | int]) -> list[str | int]:
@@ -122,7 +128,7 @@ def written_loc(schema: Mapping[str, Any], loc: Sequence[str | int]) -> list[str
             out.append(part)
             fields = node["fields"]
             node = next(
-                (f["schema"] for name, f in fields.items() if part in _field_names(f, name)),
+                (f["schema"] for name, f in fields.items() if part in field_keys(name, f)),
                 None,
             )
         elif kind in ("list", "set", "frozenset"):
