@@ -18,7 +18,7 @@ bench_attach.py's 2,000-pool auto_attach job. Stages, CPU time of one call:
 ``--vs TREE/src`` loads ``apportion/edge.py``, ``apportion/unknown_fields.py`` and
 ``workers/broker/gate.py`` of another source tree (an exported commit) beside this
 one, their imports this tree's, and measures them in alternating calls (paired
-rounds), so both see the same machine; the ratio is of the medians. Results:
+rounds), so both see the same machine; the ratio is the median of the per-round ratios. Results:
 bench/placement.md, the edge row of bench/README.md.
 """
 
@@ -134,8 +134,9 @@ def main() -> None:
             for tree, values in times.items():
                 line += f"  {tree} {statistics.median(values):6.2f} ({min(values):6.2f})"
             if args.vs:
-                ratio = statistics.median(times["vs"]) / statistics.median(times["this"])
-                line += f"  {ratio:.1f}x"
+                pairs = zip(times["vs"], times["this"], strict=True)
+                ratio = statistics.median(v / t for v, t in pairs if t > 0)
+                line += f"  vs/this {ratio:.2f}"
             print(line, flush=True)
 
 
