@@ -15,11 +15,11 @@ bench_attach.py's 2,000-pool auto_attach job. Stages, CPU time of one call:
 * ``gate``: the worker's gate's bounds of the decoded message (``gate._bounds``);
 * ``route``: the fastest route of a job through all of it: ``edge``, then ``unknown``.
 
-``--vs TREE/src`` loads ``apportion/edge.py``, ``apportion/unknown_fields.py`` and
-``workers/broker/gate.py`` of another source tree (an exported commit) beside this
-one, their imports this tree's, and measures them in alternating calls (paired
-rounds), so both see the same machine; the ratio is the median of the per-round ratios. Results:
-bench/placement.md, the edge row of bench/README.md.
+``--vs TREE/src`` loads ``apportion/edge_fast.py``, ``apportion/edge.py``,
+``apportion/unknown_fields.py`` and ``workers/broker/gate.py`` of another source tree
+(an exported commit) beside this one, their other imports this tree's, and measures
+them in alternating calls (paired rounds), so both see the same machine; the ratio is
+the median of the per-round ratios. Results: bench/placement.md, the edge row of bench/README.md.
 """
 
 from __future__ import annotations
@@ -42,12 +42,14 @@ sys.path.insert(0, str(HERE))
 from bench_attach import make_job  # noqa: E402
 from bench_placement import SIMPLE, numa_cloud  # noqa: E402
 
-from apportion import edge, kinds, unknown_fields  # noqa: E402
+from apportion import edge, edge_fast, kinds, unknown_fields  # noqa: E402
 from apportion.limits import Limits  # noqa: E402
 from apportion.workers.broker import gate  # noqa: E402
 
-# The modules measured, by their path in a source tree.
+# The modules measured, by their name and path in a source tree; each loaded from the
+# other tree imports those loaded before it from that tree too (its edge, its edge_fast).
 MODULES = {
+    "edge_fast": "apportion/edge_fast.py",
     "edge": "apportion/edge.py",
     "unknown_fields": "apportion/unknown_fields.py",
     "gate": "../workers/broker/gate.py",
@@ -55,16 +57,21 @@ MODULES = {
 
 
 def load_tree(src: str) -> dict[str, ModuleType]:
-    """The measured modules of another tree, each as its own module (their imports are
-    this tree's)."""
-    loaded = {}
+    """The measured modules of another tree, each as its own module; their other imports
+    are this tree's."""
+    loaded: dict[str, ModuleType] = {}
     for name, path in MODULES.items():
         spec = importlib.util.spec_from_file_location(f"other_{name}", Path(src, path))
         assert spec is not None
         assert spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[f"other_{name}"] = module  # dataclasses look their module up
-        spec.loader.exec_module(module)
+        ours = {f"apportion.{n}": sys.modules[f"apportion.{n}"] for n in loaded}
+        sys.modules.update({f"apportion.{n}": m for n, m in loaded.items()})
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            sys.modules.update(ours)
         loaded[name] = module
     return loaded
 
@@ -110,7 +117,12 @@ def main() -> None:
     args = parser.parse_args()
     limits = Limits()
     trees: dict[str, dict[str, ModuleType]] = {
-        "this": {"edge": edge, "unknown_fields": unknown_fields, "gate": gate}
+        "this": {
+            "edge_fast": edge_fast,
+            "edge": edge,
+            "unknown_fields": unknown_fields,
+            "gate": gate,
+        }
     }
     if args.vs:
         trees["vs"] = load_tree(args.vs)
