@@ -8,10 +8,10 @@ field becomes a warning in the envelope, naming it and the closest known name
 instead (code ``unknown_field``), and so is a job that does not say ``strict`` where the
 deployment sets ``APPORTION_UNKNOWN_FIELDS=reject``.
 
-The check follows the job model's pydantic core schema (models, TypedDicts and
-dataclasses; lists, maps, unions and tagged unions such as the policy modules), so it
-covers every kind, a deployment's own kinds and every nested object without a list to
-keep in step. Two refinements:
+The check follows the job model's pydantic core schema (compiled by
+:mod:`apportion.walk.schema`: models, TypedDicts and dataclasses; lists, maps, unions
+and tagged unions such as the policy modules), so it covers every kind, a deployment's
+own kinds and every nested object without a list to keep in step. Two refinements:
 
 * models that keep extra keys on purpose (``extra="allow"``: a partition space's
   ``mount`` and friends, the hardware document that yaql reads) only warn about keys
@@ -28,16 +28,16 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache, lru_cache
 from itertools import chain, islice
 from typing import Any
 
-from apportion.contracts.base import field_keys
 from apportion.contracts.envelope import WarningDetail
 from apportion.errors import Problem, Rejected
 from apportion.walk import Frame, Group, breadth_first, depth_first, join
+from apportion.walk.schema import Choice, Map, Names, Object, Ref, Seq, Tagged, compile_model
 
 CODE = "unknown_field"
 MAX_WARNINGS = 50
@@ -152,202 +152,9 @@ NAMED_MAPS: Mapping[tuple[str, str], tuple[str, ...]] = {
 # ---- the shape of a job, compiled from its core schema -------------------------------
 
 
-@dataclass(eq=False)
-class _Object:
-    name: str
-    known: frozenset[str]  # every accepted key: field names and their aliases
-    candidates: tuple[str, ...]  # the names suggested ("did you mean")
-    nested: list[tuple[str, Any]] = field(default_factory=list)  # (key, child node)
-    open: bool = False  # extra keys are kept on purpose: warn only for near misses
-    ignored: frozenset[str] = frozenset()
-
-
-@dataclass(eq=False)
-class _Seq:
-    item: Any
-
-
-@dataclass(eq=False)
-class _Map:
-    value: Any
-
-
-@dataclass(eq=False)
-class _Choice:
-    options: tuple[Any, ...]
-
-
-@dataclass(eq=False)
-class _Tagged:
-    key: str
-    options: dict[str, Any]
-
-
-@dataclass(eq=False)
-class _Names:
-    """A free-form map whose keys a kind reads by name (a pool's attributes): only
-    near misses of those names are warned about. Also in Candlepin's list form
-    ``[{"name": …, "value": …}]``."""
-
-    known: tuple[str, ...]
-
-    @property
-    def known_set(self) -> frozenset[str]:
-        return _as_set(self.known)
-
-
-@cache
-def _as_set(names: tuple[str, ...]) -> frozenset[str]:
-    return frozenset(names)
-
-
-@dataclass(eq=False)
-class _Ref:
-    name: str
-    table: dict[str, Any]
-
-    def resolve(self) -> Any:
-        return self.table.get(self.name)
-
-
-_WRAPPERS = {
-    "nullable": "schema",
-    "default": "schema",
-    "function-before": "schema",
-    "function-after": "schema",
-    "function-wrap": "schema",
-    "json-or-python": "python_schema",
-    "lax-or-strict": "lax_schema",
-}
-
-
-class _Compiler:
-    def __init__(self) -> None:
-        self.refs: dict[str, Any] = {}
-
-    def node(self, schema: Mapping[str, Any]) -> Any:
-        found = self._node(schema)
-        ref = schema.get("ref")
-        if ref is not None:
-            self.refs[ref] = found
-        return found
-
-    def _node(self, schema: Mapping[str, Any]) -> Any:
-        kind: str = schema.get("type", "")
-        if kind in _WRAPPERS:
-            return self.node(schema[_WRAPPERS[kind]])
-        build = _BUILDERS.get(kind)
-        return None if build is None else build(self, schema)  # None: a leaf
-
-    def _definitions(self, schema: Mapping[str, Any]) -> Any:
-        for definition in schema.get("definitions", ()):
-            self.node(definition)
-        return self.node(schema["schema"])
-
-    def _definition_ref(self, schema: Mapping[str, Any]) -> Any:
-        return _Ref(schema["schema_ref"], self.refs)
-
-    def _typed_dict(self, schema: Mapping[str, Any]) -> Any:
-        return self._fields(_cls_name(schema, "TypedDict"), schema["fields"], schema)
-
-    def _dataclass(self, schema: Mapping[str, Any]) -> Any:
-        fields = {f["name"]: f for f in schema["schema"].get("fields", ())}
-        return self._fields(_cls_name(schema, "object"), fields, schema)
-
-    def _sequence(self, schema: Mapping[str, Any]) -> Any:
-        item = self.node(schema["items_schema"]) if "items_schema" in schema else None
-        return None if item is None else _Seq(item)
-
-    def _dict(self, schema: Mapping[str, Any]) -> Any:
-        value = self.node(schema["values_schema"]) if "values_schema" in schema else None
-        return None if value is None else _Map(value)
-
-    def _union(self, schema: Mapping[str, Any]) -> Any:
-        return self._choice(c[0] if isinstance(c, tuple) else c for c in schema["choices"])
-
-    def _tagged(self, schema: Mapping[str, Any]) -> Any:
-        if not isinstance(schema.get("discriminator"), str):
-            return None  # chosen by a function: its insides cannot be followed
-        options = {str(tag): self.node(s) for tag, s in schema["choices"].items()}
-        return _Tagged(schema["discriminator"], options)
-
-    def _chain(self, schema: Mapping[str, Any]) -> Any:
-        return self._choice(schema["steps"])
-
-    def _choice(self, schemas: Iterable[Mapping[str, Any]]) -> Any:
-        options = tuple(n for n in (self.node(s) for s in schemas) if n is not None)
-        if not options:
-            return None
-        return options[0] if len(options) == 1 else _Choice(options)
-
-    def _model(self, schema: Mapping[str, Any]) -> Any:
-        inner = schema["schema"]
-        # A model validator (mode="before" or "wrap") wraps the fields in a function.
-        while inner.get("type") in _WRAPPERS and inner.get("type") != "nullable":
-            inner = inner[_WRAPPERS[inner["type"]]]
-        if schema.get("root_model") or inner.get("type") != "model-fields":
-            return self.node(inner)
-        return self._fields(_cls_name(schema, "object"), inner["fields"], schema, inner)
-
-    def _fields(
-        self,
-        name: str,
-        fields: Mapping[str, Mapping[str, Any]],
-        *configs: Mapping[str, Any],
-    ) -> _Object:
-        extra = None
-        for config in configs:
-            extra = extra or config.get("extra_behavior")
-            extra = extra or (config.get("config") or {}).get("extra_fields_behavior")
-        known: set[str] = set()
-        names: list[str] = []
-        obj = _Object(name=name, known=frozenset(), candidates=(), open=extra == "allow")
-        for field_name, spec in fields.items():
-            keys = field_keys(field_name, spec)
-            known.update(keys)
-            names.append(field_name)
-            child = self.node(spec["schema"])
-            if (name, field_name) in NAMED_MAPS:
-                child = _Names(NAMED_MAPS[name, field_name])
-            if child is not None:
-                obj.nested += [(key, child) for key in dict.fromkeys(keys)]
-        obj.known = frozenset(known)
-        obj.candidates = tuple(dict.fromkeys([*names, *sorted(known - set(names))]))
-        obj.ignored = CANDLEPIN_FIELDS.get(name, frozenset())
-        return obj
-
-
-# How each kind of core schema with fields inside is compiled; any other is a leaf.
-_BUILDERS: dict[str, Callable[[_Compiler, Mapping[str, Any]], Any]] = {
-    "definitions": _Compiler._definitions,
-    "definition-ref": _Compiler._definition_ref,
-    "model": _Compiler._model,
-    "typed-dict": _Compiler._typed_dict,
-    "dataclass": _Compiler._dataclass,
-    "list": _Compiler._sequence,
-    "set": _Compiler._sequence,
-    "frozenset": _Compiler._sequence,
-    "generator": _Compiler._sequence,
-    "dict": _Compiler._dict,
-    "union": _Compiler._union,
-    "tagged-union": _Compiler._tagged,
-    "chain": _Compiler._chain,
-}
-
-
-def _cls_name(schema: Mapping[str, Any], default: str) -> str:
-    cls = schema.get("cls")
-    return getattr(cls, "__name__", default)
-
-
 @cache
 def _shape(model: Any) -> Any:
-    schema = getattr(model, "__pydantic_core_schema__", None)
-    if schema is None:
-        from pydantic import TypeAdapter
-
-        schema = TypeAdapter(model).core_schema
-    return _Compiler().node(schema)
+    return compile_model(model, named=NAMED_MAPS, ignored=CANDLEPIN_FIELDS)
 
 
 # ---- the walk -----------------------------------------------------------------------
@@ -400,7 +207,7 @@ def _walk(payload: Any, shape: Any, found: _Found_at) -> None:
 
     def visit(value: Any, at: tuple[Any, str], path: str, depth: int, stack: list[Frame]) -> None:
         node, pattern = at
-        if isinstance(node, _Ref):
+        if isinstance(node, Ref):
             node = node.resolve()
         if node is not None:
             pushed = _VISITS[type(node)](value, node, path, pattern, found)
@@ -413,7 +220,7 @@ def _walk(payload: Any, shape: Any, found: _Found_at) -> None:
 _Next = list[tuple[Any, Any, str, str]]
 
 
-def _visit_object(value: Any, node: _Object, path: str, pattern: str, found: _Found_at) -> _Next:
+def _visit_object(value: Any, node: Object, path: str, pattern: str, found: _Found_at) -> _Next:
     if type(value) is not dict:
         return []
     if not value.keys() <= node.known:
@@ -425,47 +232,47 @@ def _visit_object(value: Any, node: _Object, path: str, pattern: str, found: _Fo
     ]
 
 
-def _visit_seq(value: Any, node: _Seq, path: str, pattern: str, _: _Found_at) -> _Next:
+def _visit_seq(value: Any, node: Seq, path: str, pattern: str, _: _Found_at) -> _Next:
     if type(value) is not list:
         return []
     each = f"{pattern}[*]"
     return [(item, node.item, f"{path}[{i}]", each) for i, item in enumerate(value)]
 
 
-def _visit_map(value: Any, node: _Map, path: str, pattern: str, _: _Found_at) -> _Next:
+def _visit_map(value: Any, node: Map, path: str, pattern: str, _: _Found_at) -> _Next:
     if type(value) is not dict:
         return []
     each = join(pattern, "*")
     return [(v, node.value, join(path, str(k)), each) for k, v in value.items()]
 
 
-def _visit_names(value: Any, node: _Names, path: str, pattern: str, found: _Found_at) -> _Next:
+def _visit_names(value: Any, node: Names, path: str, pattern: str, found: _Found_at) -> _Next:
     _near_misses(value, node, path, pattern, found)
     return []
 
 
-def _visit_tagged(value: Any, node: _Tagged, path: str, pattern: str, _: _Found_at) -> _Next:
+def _visit_tagged(value: Any, node: Tagged, path: str, pattern: str, _: _Found_at) -> _Next:
     if type(value) is not dict:
         return []
     return [(value, node.options.get(str(value.get(node.key))), path, pattern)]
 
 
-def _visit_choice(value: Any, node: _Choice, path: str, pattern: str, _: _Found_at) -> _Next:
+def _visit_choice(value: Any, node: Choice, path: str, pattern: str, _: _Found_at) -> _Next:
     return [(value, _pick(value, node.options), path, pattern)]
 
 
 _VISITS: dict[type, Callable[..., _Next]] = {
-    _Object: _visit_object,
-    _Seq: _visit_seq,
-    _Map: _visit_map,
-    _Names: _visit_names,
-    _Tagged: _visit_tagged,
-    _Choice: _visit_choice,
+    Object: _visit_object,
+    Seq: _visit_seq,
+    Map: _visit_map,
+    Names: _visit_names,
+    Tagged: _visit_tagged,
+    Choice: _visit_choice,
 }
 
 
 def _unknown(
-    value: dict[str, Any], node: _Object, path: str, pattern: str, found: _Found_at
+    value: dict[str, Any], node: Object, path: str, pattern: str, found: _Found_at
 ) -> None:
     unknown = value.keys() - node.known - node.ignored
     if node.open and len(unknown) > OPEN_KEYS_EXAMINED:
@@ -481,7 +288,7 @@ def _unknown(
         found[where] = _Found(join(path, str(key)), str(key), suggestion)
 
 
-def _near_misses(value: Any, node: _Names, path: str, pattern: str, found: _Found_at) -> None:
+def _near_misses(value: Any, node: Names, path: str, pattern: str, found: _Found_at) -> None:
     if type(value) is dict:
         named = [(key, join(path, str(key))) for key in value]
     elif type(value) is list:
@@ -507,17 +314,17 @@ def _near_misses(value: Any, node: _Names, path: str, pattern: str, found: _Foun
 
 def _pick(value: Any, options: tuple[Any, ...]) -> Any:
     """The union member a value was most likely meant for (the most keys in common)."""
-    resolved = [o.resolve() if isinstance(o, _Ref) else o for o in options]
+    resolved = [o.resolve() if isinstance(o, Ref) else o for o in options]
     if type(value) is list:
-        return next((o for o in resolved if isinstance(o, _Seq)), None)
+        return next((o for o in resolved if isinstance(o, Seq)), None)
     if type(value) is not dict:
         return None
-    tagged = [o for o in resolved if isinstance(o, _Tagged)]
-    objects = [o for o in resolved if isinstance(o, _Object)]
+    tagged = [o for o in resolved if isinstance(o, Tagged)]
+    objects = [o for o in resolved if isinstance(o, Object)]
     if tagged:
         return tagged[0]
     if not objects:
-        return next((o for o in resolved if isinstance(o, _Map)), None)
+        return next((o for o in resolved if isinstance(o, Map)), None)
     return max(objects, key=lambda o: len(value.keys() & o.known))
 
 
@@ -540,7 +347,7 @@ def _clean(payload: Any, shape: Any) -> bool:
 def _clean_step(node: Any, values: list[Any], inner: list[Group]) -> bool:
     """Values ``values``, all at place ``node`` of the schema: False when one has a field
     to warn about; the values one level in, grouped by their place, go into ``inner``."""
-    if isinstance(node, _Ref):
+    if isinstance(node, Ref):
         node = node.resolve()
     if node is None or not values:
         return True
@@ -548,7 +355,7 @@ def _clean_step(node: Any, values: list[Any], inner: list[Group]) -> bool:
     return step(node, values, inner)
 
 
-def _clean_object(node: _Object, values: list[Any], inner: list[Group]) -> bool:
+def _clean_object(node: Object, values: list[Any], inner: list[Group]) -> bool:
     dicts = [v for v in values if type(v) is dict]
     keys: set[Any] = set().union(*dicts)
     unknown = keys - node.known - node.ignored
@@ -560,18 +367,18 @@ def _clean_object(node: _Object, values: list[Any], inner: list[Group]) -> bool:
     return True
 
 
-def _clean_seq(node: _Seq, values: list[Any], inner: list[Group]) -> bool:
+def _clean_seq(node: Seq, values: list[Any], inner: list[Group]) -> bool:
     inner.append((node.item, list(chain.from_iterable(v for v in values if type(v) is list))))
     return True
 
 
-def _clean_map(node: _Map, values: list[Any], inner: list[Group]) -> bool:
+def _clean_map(node: Map, values: list[Any], inner: list[Group]) -> bool:
     nested = chain.from_iterable(v.values() for v in values if type(v) is dict)
     inner.append((node.value, list(nested)))
     return True
 
 
-def _clean_names(node: _Names, values: list[Any], _: list[Group]) -> bool:
+def _clean_names(node: Names, values: list[Any], _: list[Group]) -> bool:
     named = [v for v in values if type(v) is dict]
     keys: set[Any] = set().union(*named)
     if len(named) < len(values):  # Candlepin's lists of {"name", "value"} items
@@ -588,12 +395,12 @@ def _clean_names(node: _Names, values: list[Any], _: list[Group]) -> bool:
     )
 
 
-def _clean_choice(node: _Tagged | _Choice, values: list[Any], inner: list[Group]) -> bool:
+def _clean_choice(node: Tagged | Choice, values: list[Any], inner: list[Group]) -> bool:
     """The values grouped by the member of the union each belongs to, each group then
     looked at as at that member's place."""
     groups: dict[int, tuple[Any, list[Any]]] = {}
     for value in values:
-        if isinstance(node, _Tagged):
+        if isinstance(node, Tagged):
             member = node.options.get(str(value.get(node.key))) if type(value) is dict else None
         else:
             member = _pick(value, node.options)
@@ -603,12 +410,12 @@ def _clean_choice(node: _Tagged | _Choice, values: list[Any], inner: list[Group]
 
 
 _STEPS: dict[type, Callable[..., bool]] = {
-    _Object: _clean_object,
-    _Seq: _clean_seq,
-    _Map: _clean_map,
-    _Names: _clean_names,
-    _Tagged: _clean_choice,
-    _Choice: _clean_choice,
+    Object: _clean_object,
+    Seq: _clean_seq,
+    Map: _clean_map,
+    Names: _clean_names,
+    Tagged: _clean_choice,
+    Choice: _clean_choice,
 }
 
 
@@ -657,7 +464,7 @@ def passed_through(model: Any, extra: Mapping[str, Any]) -> dict[str, Any]:
     if not extra:
         return {}
     shape = _shape(model)
-    if not isinstance(shape, _Object):
+    if not isinstance(shape, Object):
         return dict(extra)
     return {
         key: value

@@ -14,6 +14,9 @@ over-long integer is. They all go through the two drivers here:
 * :func:`depth_first` — one value at a time with its path, in a fixed order: run only
   to name what the cheap pass found (or, for unknown fields, to list every place).
 
+The unknown-field check walks a job along its model's schema, compiled for it by
+:mod:`apportion.walk.schema`.
+
 And one set of rules for the shape of a job (:class:`Rules`, :func:`check`): nesting
 depth, number of values, string and key lengths, strings a JSON encoder cannot write
 back (lone UTF-16 surrogates such as ``"\\ud800"``: the job would be answered but its
