@@ -8,6 +8,8 @@ from typing import Annotated, Any, TypeGuard
 
 from pydantic import AfterValidator, AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 
+from apportion.walk.schema import field_keys
+
 
 class WireModel(BaseModel):
     """Base of every wire model: immutable, snake_case with camelCase aliases accepted.
@@ -84,21 +86,6 @@ class JobBase(WireModel):
 _WRAPPERS = frozenset(
     ("model", "nullable", "default", "function-before", "function-after", "function-wrap")
 )
-
-
-def field_keys(name: str, field: Mapping[str, Any]) -> list[str]:
-    """The keys a user may write for field ``name`` of a core schema: the name, then the
-    first key of each of its validation aliases. What an error's location is matched
-    against here, and what the unknown-field check knows (apportion.unknown_fields)."""
-    alias = field.get("validation_alias")
-    if isinstance(alias, str):
-        return [name, alias]
-    keys = [name]
-    for path in alias or ():
-        first = path[0] if isinstance(path, list | tuple) and path else path
-        if isinstance(first, str):
-            keys.append(first)
-    return keys
 
 
 def written_loc(schema: Mapping[str, Any], loc: Sequence[str | int]) -> list[str | int]:

@@ -15,12 +15,25 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from apportion.contracts.base import field_keys
-
 # Free-form maps whose keys a kind reads by name, by (model class name, field name).
 NamedMaps = Mapping[tuple[str, str], tuple[str, ...]]
 # Keys of a model (by class name) known and ignored quietly.
 Ignored = Mapping[str, frozenset[str]]
+
+
+def field_keys(name: str, field: Mapping[str, Any]) -> list[str]:
+    """The keys a user may write for field ``name`` of a core schema: the name, then the
+    first key of each of its validation aliases: what the unknown-field walk knows, and
+    what an error's location is matched against (apportion.contracts.base.written_loc)."""
+    alias = field.get("validation_alias")
+    if isinstance(alias, str):
+        return [name, alias]
+    keys = [name]
+    for path in alias or ():
+        first = path[0] if isinstance(path, list | tuple) and path else path
+        if isinstance(first, str):
+            keys.append(first)
+    return keys
 
 
 @dataclass(eq=False)
@@ -245,4 +258,5 @@ __all__ = [
     "Seq",
     "Tagged",
     "compile_model",
+    "field_keys",
 ]
