@@ -139,8 +139,8 @@ def children(value: Any, path: str) -> Iterable[tuple[Any, Any, str]]:
 
 def first(value: Any, wanted: Callable[[Any], bool]) -> tuple[Any, str] | None:
     """The first value inside ``value`` (itself included) that is ``wanted``, depth
-    first, with its path; None when none is. For naming what a cheaper check showed is
-    there."""
+    first and each container's last member first, with its path; None when none is.
+    For naming what a cheaper check showed is there."""
 
     def visit(node: Any, _: Any, path: str, depth: int, stack: list[Frame]) -> Any:
         if wanted(node):
