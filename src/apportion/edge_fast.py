@@ -23,7 +23,7 @@ What orjson does differently, and how each difference is excluded:
 
 The same passes give :class:`Bounds` on the shape of everything in the document (nesting,
 values, string length), which let :func:`apportion.edge.shape_problem`'s walk be skipped
-when they show that no limit can be broken.
+when they show that no limit of the walk's :class:`apportion.walk.Rules` can be broken.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from typing import Any
 import orjson
 
 from apportion.limits import Limits
+from apportion.walk import Rules
 
 # Far below the interpreter's recursion limit (1,000 frames), so the strict decoder,
 # called from any ordinary stack depth, would not raise RecursionError either.
@@ -66,11 +67,8 @@ class Bounds:
 
     def vouch(self, limits: Limits, level: int = 0) -> bool:
         """True when a value ``level`` levels inside the document breaks no shape rule."""
-        return (
-            not self.typed
-            and self.height - level <= limits.max_json_depth
-            and self.items <= limits.max_json_items
-            and self.longest <= limits.max_string_length
+        return not self.typed and Rules(limits).admits(
+            self.height - level, self.items, self.longest
         )
 
 
@@ -117,8 +115,11 @@ _ESCAPED_TYPE_KEY = re.compile(b'"' + _as_json_writes("__type__") + b'"')
 
 def may_hold_type_key(data: bytes) -> bool:
     """Whether JSON text ``data`` may hold the key ``"__type__"``: one C-level search
-    of the text, and a second only when it holds an escape."""
-    return b'"__type__"' in data or (b"\\u" in data and _ESCAPED_TYPE_KEY.search(data) is not None)
+    of the text, and more only when it holds an escape."""
+    if b'"__type__"' in data:
+        return True
+    # A one-byte search is a memchr, a two-byte one is not; most jobs hold no backslash.
+    return b"\\" in data and b"\\u" in data and _ESCAPED_TYPE_KEY.search(data) is not None
 
 
 def _unescaped(data: bytes) -> bytes:

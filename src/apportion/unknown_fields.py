@@ -8,10 +8,10 @@ field becomes a warning in the envelope, naming it and the closest known name
 instead (code ``unknown_field``), and so is a job that does not say ``strict`` where the
 deployment sets ``APPORTION_UNKNOWN_FIELDS=reject``.
 
-The check follows the job model's pydantic core schema (models, TypedDicts and
-dataclasses; lists, maps, unions and tagged unions such as the policy modules), so it
-covers every kind, a deployment's own kinds and every nested object without a list to
-keep in step. Two refinements:
+The check follows the job model's pydantic core schema (compiled by
+:mod:`apportion.walk.schema`: models, TypedDicts and dataclasses; lists, maps, unions
+and tagged unions such as the policy modules), so it covers every kind, a deployment's
+own kinds and every nested object without a list to keep in step. Two refinements:
 
 * models that keep extra keys on purpose (``extra="allow"``: a partition space's
   ``mount`` and friends, the hardware document that yaql reads) only warn about keys
@@ -28,14 +28,16 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache, lru_cache
 from itertools import chain, islice
 from typing import Any
 
 from apportion.contracts.envelope import WarningDetail
 from apportion.errors import Problem, Rejected
+from apportion.walk import Frame, Group, breadth_first, depth_first, join
+from apportion.walk.schema import Choice, Map, Names, Object, Ref, Seq, Tagged, compile_model
 
 CODE = "unknown_field"
 MAX_WARNINGS = 50
@@ -150,186 +152,9 @@ NAMED_MAPS: Mapping[tuple[str, str], tuple[str, ...]] = {
 # ---- the shape of a job, compiled from its core schema -------------------------------
 
 
-@dataclass(eq=False)
-class _Object:
-    name: str
-    known: frozenset[str]  # every accepted key: field names and their aliases
-    candidates: tuple[str, ...]  # the names suggested ("did you mean")
-    nested: list[tuple[str, Any]] = field(default_factory=list)  # (key, child node)
-    open: bool = False  # extra keys are kept on purpose: warn only for near misses
-    ignored: frozenset[str] = frozenset()
-
-
-@dataclass(eq=False)
-class _Seq:
-    item: Any
-
-
-@dataclass(eq=False)
-class _Map:
-    value: Any
-
-
-@dataclass(eq=False)
-class _Choice:
-    options: tuple[Any, ...]
-
-
-@dataclass(eq=False)
-class _Tagged:
-    key: str
-    options: dict[str, Any]
-
-
-@dataclass(eq=False)
-class _Names:
-    """A free-form map whose keys a kind reads by name (a pool's attributes): only
-    near misses of those names are warned about. Also in Candlepin's list form
-    ``[{"name": …, "value": …}]``."""
-
-    known: tuple[str, ...]
-
-    @property
-    def known_set(self) -> frozenset[str]:
-        return _as_set(self.known)
-
-
-@cache
-def _as_set(names: tuple[str, ...]) -> frozenset[str]:
-    return frozenset(names)
-
-
-@dataclass(eq=False)
-class _Ref:
-    name: str
-    table: dict[str, Any]
-
-    def resolve(self) -> Any:
-        return self.table.get(self.name)
-
-
-_WRAPPERS = {
-    "nullable": "schema",
-    "default": "schema",
-    "function-before": "schema",
-    "function-after": "schema",
-    "function-wrap": "schema",
-    "json-or-python": "python_schema",
-    "lax-or-strict": "lax_schema",
-}
-
-
-class _Compiler:
-    def __init__(self) -> None:
-        self.refs: dict[str, Any] = {}
-
-    def node(self, schema: Mapping[str, Any]) -> Any:
-        found = self._node(schema)
-        ref = schema.get("ref")
-        if ref is not None:
-            self.refs[ref] = found
-        return found
-
-    def _node(self, schema: Mapping[str, Any]) -> Any:
-        kind = schema.get("type")
-        if kind in _WRAPPERS:
-            return self.node(schema[_WRAPPERS[kind]])
-        if kind == "definitions":
-            for definition in schema.get("definitions", ()):
-                self.node(definition)
-            return self.node(schema["schema"])
-        if kind == "definition-ref":
-            return _Ref(schema["schema_ref"], self.refs)
-        if kind == "model":
-            return self._model(schema)
-        if kind == "typed-dict":
-            return self._fields(_cls_name(schema, "TypedDict"), schema["fields"], schema)
-        if kind == "dataclass":
-            args = schema["schema"]
-            fields = {f["name"]: f for f in args.get("fields", ())}
-            return self._fields(_cls_name(schema, "object"), fields, schema)
-        if kind in ("list", "set", "frozenset", "generator"):
-            item = self.node(schema["items_schema"]) if "items_schema" in schema else None
-            return None if item is None else _Seq(item)
-        if kind == "dict":
-            value = self.node(schema["values_schema"]) if "values_schema" in schema else None
-            return None if value is None else _Map(value)
-        if kind == "union":
-            return self._choice(c[0] if isinstance(c, tuple) else c for c in schema["choices"])
-        if kind == "tagged-union" and isinstance(schema.get("discriminator"), str):
-            options = {str(tag): self.node(s) for tag, s in schema["choices"].items()}
-            return _Tagged(schema["discriminator"], options)
-        if kind == "chain":
-            return self._choice(schema["steps"])
-        return None  # a leaf, or a shape whose insides are not fields
-
-    def _choice(self, schemas: Iterable[Mapping[str, Any]]) -> Any:
-        options = tuple(n for n in (self.node(s) for s in schemas) if n is not None)
-        if not options:
-            return None
-        return options[0] if len(options) == 1 else _Choice(options)
-
-    def _model(self, schema: Mapping[str, Any]) -> Any:
-        inner = schema["schema"]
-        # A model validator (mode="before" or "wrap") wraps the fields in a function.
-        while inner.get("type") in _WRAPPERS and inner.get("type") != "nullable":
-            inner = inner[_WRAPPERS[inner["type"]]]
-        if schema.get("root_model") or inner.get("type") != "model-fields":
-            return self.node(inner)
-        return self._fields(_cls_name(schema, "object"), inner["fields"], schema, inner)
-
-    def _fields(
-        self,
-        name: str,
-        fields: Mapping[str, Mapping[str, Any]],
-        *configs: Mapping[str, Any],
-    ) -> _Object:
-        extra = None
-        for config in configs:
-            extra = extra or config.get("extra_behavior")
-            extra = extra or (config.get("config") or {}).get("extra_fields_behavior")
-        known: set[str] = set()
-        names: list[str] = []
-        obj = _Object(name=name, known=frozenset(), candidates=(), open=extra == "allow")
-        for field_name, spec in fields.items():
-            keys = [field_name, *_aliases(spec.get("validation_alias"))]
-            known.update(keys)
-            names.append(field_name)
-            child = self.node(spec["schema"])
-            if (name, field_name) in NAMED_MAPS:
-                child = _Names(NAMED_MAPS[name, field_name])
-            if child is not None:
-                obj.nested += [(key, child) for key in dict.fromkeys(keys)]
-        obj.known = frozenset(known)
-        obj.candidates = tuple(dict.fromkeys([*names, *sorted(known - set(names))]))
-        obj.ignored = CANDLEPIN_FIELDS.get(name, frozenset())
-        return obj
-
-
-def _cls_name(schema: Mapping[str, Any], default: str) -> str:
-    cls = schema.get("cls")
-    return getattr(cls, "__name__", default)
-
-
-def _aliases(alias: Any) -> list[str]:
-    if isinstance(alias, str):
-        return [alias]
-    out = []
-    for path in alias or ():
-        first = path[0] if isinstance(path, list | tuple) and path else path
-        if isinstance(first, str):
-            out.append(first)
-    return out
-
-
 @cache
 def _shape(model: Any) -> Any:
-    schema = getattr(model, "__pydantic_core_schema__", None)
-    if schema is None:
-        from pydantic import TypeAdapter
-
-        schema = TypeAdapter(model).core_schema
-    return _Compiler().node(schema)
+    return compile_model(model, named=NAMED_MAPS, ignored=CANDLEPIN_FIELDS)
 
 
 # ---- the walk -----------------------------------------------------------------------
@@ -376,44 +201,78 @@ def _suggest_short(key: str, candidates: tuple[str, ...], cutoff: float) -> str 
 _Found_at = dict[tuple[str, str], _Found]
 
 
-def _walk(value: Any, node: Any, path: str, pattern: str, found: _Found_at) -> None:
-    """Depth first, in document order (so "the first place" of a repeated field is)."""
-    stack: list[tuple[Any, Any, str, str]] = [(value, node, path, pattern)]
-    while stack:
-        value, node, path, pattern = stack.pop()
-        if isinstance(node, _Ref):
+def _walk(payload: Any, shape: Any, found: _Found_at) -> None:
+    """Every place of ``payload`` with a field to warn about, into ``found``: depth
+    first, in document order (so "the first place" of a repeated field is)."""
+
+    def visit(value: Any, at: tuple[Any, str], path: str, depth: int, stack: list[Frame]) -> None:
+        node, pattern = at
+        if isinstance(node, Ref):
             node = node.resolve()
-        if node is None:
-            continue
-        if isinstance(node, _Object):
-            if type(value) is not dict:
-                continue
-            if not value.keys() <= node.known:
-                _unknown(value, node, path, pattern, found)
-            for key, child in reversed(node.nested):
-                if key in value:
-                    stack.append((value[key], child, _join(path, key), _join(pattern, key)))
-        elif isinstance(node, _Seq):
-            if type(value) is list:
-                item, each = node.item, f"{pattern}[*]"
-                for i in range(len(value) - 1, -1, -1):
-                    stack.append((value[i], item, f"{path}[{i}]", each))
-        elif isinstance(node, _Map):
-            if type(value) is dict:
-                child, each = node.value, _join(pattern, "*")
-                for k, v in reversed(value.items()):
-                    stack.append((v, child, _join(path, str(k)), each))
-        elif isinstance(node, _Names):
-            _near_misses(value, node, path, pattern, found)
-        elif isinstance(node, _Tagged):
-            if type(value) is dict:
-                stack.append((value, node.options.get(str(value.get(node.key))), path, pattern))
-        elif isinstance(node, _Choice):
-            stack.append((value, _pick(value, node.options), path, pattern))
+        if node is not None:
+            pushed = _VISITS[type(node)](value, node, path, pattern, found)
+            stack.extend((v, (n, p), where, depth + 1) for v, n, where, p in reversed(pushed))
+
+    depth_first(payload, (shape, "$"), visit)
+
+
+# (value, its place in the schema, its path, its path pattern), in document order.
+_Next = list[tuple[Any, Any, str, str]]
+
+
+def _visit_object(value: Any, node: Object, path: str, pattern: str, found: _Found_at) -> _Next:
+    if type(value) is not dict:
+        return []
+    if not value.keys() <= node.known:
+        _unknown(value, node, path, pattern, found)
+    return [
+        (value[key], child, join(path, key), join(pattern, key))
+        for key, child in node.nested
+        if key in value
+    ]
+
+
+def _visit_seq(value: Any, node: Seq, path: str, pattern: str, _: _Found_at) -> _Next:
+    if type(value) is not list:
+        return []
+    each = f"{pattern}[*]"
+    return [(item, node.item, f"{path}[{i}]", each) for i, item in enumerate(value)]
+
+
+def _visit_map(value: Any, node: Map, path: str, pattern: str, _: _Found_at) -> _Next:
+    if type(value) is not dict:
+        return []
+    each = join(pattern, "*")
+    return [(v, node.value, join(path, str(k)), each) for k, v in value.items()]
+
+
+def _visit_names(value: Any, node: Names, path: str, pattern: str, found: _Found_at) -> _Next:
+    _near_misses(value, node, path, pattern, found)
+    return []
+
+
+def _visit_tagged(value: Any, node: Tagged, path: str, pattern: str, _: _Found_at) -> _Next:
+    if type(value) is not dict:
+        return []
+    return [(value, node.options.get(str(value.get(node.key))), path, pattern)]
+
+
+def _visit_choice(value: Any, node: Choice, path: str, pattern: str, _: _Found_at) -> _Next:
+    return [(value, _pick(value, node.options), path, pattern)]
+
+
+_VISITS: dict[type, Callable[..., _Next]] = {
+    Object: _visit_object,
+    Seq: _visit_seq,
+    Map: _visit_map,
+    Names: _visit_names,
+    Tagged: _visit_tagged,
+    Choice: _visit_choice,
+}
 
 
 def _unknown(
-    value: dict[str, Any], node: _Object, path: str, pattern: str, found: _Found_at
+    value: dict[str, Any], node: Object, path: str, pattern: str, found: _Found_at
 ) -> None:
     unknown = value.keys() - node.known - node.ignored
     if node.open and len(unknown) > OPEN_KEYS_EXAMINED:
@@ -426,12 +285,12 @@ def _unknown(
         suggestion = _suggest(str(key), node.candidates)
         if node.open and suggestion is None:
             continue  # an extra key this model keeps on purpose
-        found[where] = _Found(_join(path, str(key)), str(key), suggestion)
+        found[where] = _Found(join(path, str(key)), str(key), suggestion)
 
 
-def _near_misses(value: Any, node: _Names, path: str, pattern: str, found: _Found_at) -> None:
+def _near_misses(value: Any, node: Names, path: str, pattern: str, found: _Found_at) -> None:
     if type(value) is dict:
-        named = [(key, _join(path, str(key))) for key in value]
+        named = [(key, join(path, str(key))) for key in value]
     elif type(value) is list:
         named = [
             (item.get("name"), f"{path}[{i}].name")
@@ -455,68 +314,109 @@ def _near_misses(value: Any, node: _Names, path: str, pattern: str, found: _Foun
 
 def _pick(value: Any, options: tuple[Any, ...]) -> Any:
     """The union member a value was most likely meant for (the most keys in common)."""
-    resolved = [o.resolve() if isinstance(o, _Ref) else o for o in options]
+    resolved = [o.resolve() if isinstance(o, Ref) else o for o in options]
     if type(value) is list:
-        return next((o for o in resolved if isinstance(o, _Seq)), None)
+        return next((o for o in resolved if isinstance(o, Seq)), None)
     if type(value) is not dict:
         return None
-    tagged = [o for o in resolved if isinstance(o, _Tagged)]
-    objects = [o for o in resolved if isinstance(o, _Object)]
+    tagged = [o for o in resolved if isinstance(o, Tagged)]
+    objects = [o for o in resolved if isinstance(o, Object)]
     if tagged:
         return tagged[0]
     if not objects:
-        return next((o for o in resolved if isinstance(o, _Map)), None)
+        return next((o for o in resolved if isinstance(o, Map)), None)
     return max(objects, key=lambda o: len(value.keys() & o.known))
-
-
-def _join(path: str, key: str) -> str:
-    return key if path == "$" else f"{path}.{key}"
 
 
 # ---- the quick pass: every value at one place of the schema at once ------------------
 
 
-def _clean(values: list[Any], node: Any) -> bool:
-    """Whether no value in ``values`` (all at one place of the schema) or below has a
-    field to warn about. Set unions over all of them, in C, instead of a walk with
-    paths: a job of 2,000 pools costs a few hundred microseconds, not milliseconds.
-    The walk with paths runs only when this finds something."""
-    if isinstance(node, _Ref):
+# The edge bounded the job's depth before this pass; this only keeps its loop finite.
+_DEEPEST = 1 << 16
+
+
+def _clean(payload: Any, shape: Any) -> bool:
+    """Whether no value of ``payload`` has a field to warn about. The values at one
+    place of the schema are looked at together (set unions over all of them, in C)
+    instead of one by one with paths: a job of 2,000 pools costs a few hundred
+    microseconds, not milliseconds. The walk with paths runs only when this finds
+    something."""
+    return breadth_first([(shape, [payload])], _clean_step, _DEEPEST) is True
+
+
+def _clean_step(node: Any, values: list[Any], inner: list[Group]) -> bool:
+    """Values ``values``, all at place ``node`` of the schema: False when one has a field
+    to warn about; the values one level in, grouped by their place, go into ``inner``."""
+    if isinstance(node, Ref):
         node = node.resolve()
     if node is None or not values:
         return True
-    if isinstance(node, _Object):
-        dicts = [v for v in values if type(v) is dict]
-        keys: set[Any] = set().union(*dicts)
-        unknown = keys - node.known - node.ignored
-        if unknown and (not node.open or _near_miss(dicts, unknown, node.candidates)):
-            return False
-        return all(
-            _clean([d[key] for d in dicts if key in d], child)
-            for key, child in node.nested
-            if key in keys
+    step: Callable[[Any, list[Any], list[Group]], bool] = _STEPS[type(node)]
+    return step(node, values, inner)
+
+
+def _clean_object(node: Object, values: list[Any], inner: list[Group]) -> bool:
+    dicts = [v for v in values if type(v) is dict]
+    keys: set[Any] = set().union(*dicts)
+    unknown = keys - node.known - node.ignored
+    if unknown and (not node.open or _near_miss(dicts, unknown, node.candidates)):
+        return False
+    inner.extend(
+        (child, [d[key] for d in dicts if key in d]) for key, child in node.nested if key in keys
+    )
+    return True
+
+
+def _clean_seq(node: Seq, values: list[Any], inner: list[Group]) -> bool:
+    inner.append((node.item, list(chain.from_iterable(v for v in values if type(v) is list))))
+    return True
+
+
+def _clean_map(node: Map, values: list[Any], inner: list[Group]) -> bool:
+    nested = chain.from_iterable(v.values() for v in values if type(v) is dict)
+    inner.append((node.value, list(nested)))
+    return True
+
+
+def _clean_names(node: Names, values: list[Any], _: list[Group]) -> bool:
+    named = [v for v in values if type(v) is dict]
+    keys: set[Any] = set().union(*named)
+    if len(named) < len(values):  # Candlepin's lists of {"name", "value"} items
+        # Only string names can be near misses; a dict or list name is not hashable.
+        keys.update(
+            name
+            for v in values
+            if type(v) is list
+            for item in v
+            if type(item) is dict and type(name := item.get("name")) is str
         )
-    if isinstance(node, _Seq):
-        return _clean(list(chain.from_iterable(v for v in values if type(v) is list)), node.item)
-    if isinstance(node, _Map):
-        nested = chain.from_iterable(v.values() for v in values if type(v) is dict)
-        return _clean(list(nested), node.value)
-    if isinstance(node, _Names):
-        named = [v for v in values if type(v) is dict]
-        keys = set().union(*named)
-        if len(named) < len(values):  # Candlepin's lists of {"name", "value"} items
-            # Only string names can be near misses; a dict or list name is not hashable.
-            keys.update(
-                name
-                for v in values
-                if type(v) is list
-                for item in v
-                if type(item) is dict and type(name := item.get("name")) is str
-            )
-        return not any(
-            _suggest(k, node.known, 0.85) for k in keys - node.known_set if isinstance(k, str)
-        )
-    return _clean_choice(values, node)
+    return not any(
+        _suggest(k, node.known, 0.85) for k in keys - node.known_set if isinstance(k, str)
+    )
+
+
+def _clean_choice(node: Tagged | Choice, values: list[Any], inner: list[Group]) -> bool:
+    """The values grouped by the member of the union each belongs to, each group then
+    looked at as at that member's place."""
+    groups: dict[int, tuple[Any, list[Any]]] = {}
+    for value in values:
+        if isinstance(node, Tagged):
+            member = node.options.get(str(value.get(node.key))) if type(value) is dict else None
+        else:
+            member = _pick(value, node.options)
+        if member is not None:
+            groups.setdefault(id(member), (member, []))[1].append(value)
+    return all(_clean_step(member, group, inner) for member, group in groups.values())
+
+
+_STEPS: dict[type, Callable[..., bool]] = {
+    Object: _clean_object,
+    Seq: _clean_seq,
+    Map: _clean_map,
+    Names: _clean_names,
+    Tagged: _clean_choice,
+    Choice: _clean_choice,
+}
 
 
 def _near_miss(dicts: list[dict[Any, Any]], unknown: set[Any], names: tuple[str, ...]) -> bool:
@@ -526,29 +426,16 @@ def _near_miss(dicts: list[dict[Any, Any]], unknown: set[Any], names: tuple[str,
     return any(_suggest(str(k), names) for k in islice(extra, OPEN_KEYS_EXAMINED))
 
 
-def _clean_choice(values: list[Any], node: Any) -> bool:
-    """_Tagged and _Choice: the values grouped by the member each belongs to."""
-    groups: dict[int, tuple[Any, list[Any]]] = {}
-    for value in values:
-        if isinstance(node, _Tagged):
-            member = node.options.get(str(value.get(node.key))) if type(value) is dict else None
-        else:
-            member = _pick(value, node.options)
-        if member is not None:
-            groups.setdefault(id(member), (member, []))[1].append(value)
-    return all(_clean(group, member) for member, group in groups.values())
-
-
 def find(model: Any, payload: Any) -> tuple[WarningDetail, ...]:
     """Warnings for every unknown field of ``payload`` (a job of ``model``), at most
     :data:`MAX_WARNINGS`, the same field at many places once."""
     if type(payload) is not dict:
         return ()
     shape = _shape(model)
-    if _clean([payload], shape):
+    if _clean(payload, shape):
         return ()
     found: _Found_at = {}
-    _walk(payload, shape, "$", "$", found)
+    _walk(payload, shape, found)
     notices = [_notice(f) for f in found.values()]
     if len(notices) > MAX_WARNINGS:
         rest = len(notices) - MAX_WARNINGS + 1
@@ -577,7 +464,7 @@ def passed_through(model: Any, extra: Mapping[str, Any]) -> dict[str, Any]:
     if not extra:
         return {}
     shape = _shape(model)
-    if not isinstance(shape, _Object):
+    if not isinstance(shape, Object):
         return dict(extra)
     return {
         key: value

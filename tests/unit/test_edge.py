@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from apportion import edge
+from apportion import edge, walk
 from apportion.engine import parse_json_text, run
 from apportion.errors import Rejected
 from apportion.limits import Limits
@@ -209,7 +209,8 @@ hostile_values = st.recursive(
 def test_the_quick_shape_pass_finds_a_problem_exactly_when_the_walk_with_paths_does(
     value: Any, limits: Limits
 ) -> None:
-    assert edge._shape_ok(value, limits) == (edge._locate(value, limits) is None)
+    rules = walk.Rules(limits)
+    assert walk._shape_ok(value, rules) == (walk._locate(value, rules) is None)
 
 
 # ---- reserved objects, long integers, a job that is a string --------------------------

@@ -99,6 +99,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "apportion.schemas",
         "apportion.setting_names",
         "apportion.unknown_fields",
+        "apportion.walk",
         "apportion.yaql_eval",
     ),
     (

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from apportion import edge, kinds
+from apportion import edge, kinds, walk
 from apportion.contracts.base import valid_job_id
 from apportion.limits import Limits, env_name
 
@@ -402,62 +402,17 @@ def _job_path(path: str) -> str:
 
 
 def _bounds(call: list[Any], limits: Limits) -> dict[str, Any] | None:
-    """Depth and value count of the whole call (the job sits two levels down), and
-    kombu's reserved type markers. Paths are only built when something is wrong."""
-    if _bounds_ok(call, limits.max_json_depth + 2, limits.max_json_items + 8):
+    """Depth and value count of the whole call (the job sits two levels down, in a
+    wrapper of eight values), and kombu's reserved type markers, by the walk every job
+    takes (:mod:`apportion.walk`); strings and numbers are the engine's to name."""
+    found = walk.check(call, walk.Rules(limits, outer_depth=2, outer_items=8, values=False))
+    if found is None:
         return None
-    return _locate(call, limits)
-
-
-def _bounds_ok(call: list[Any], max_depth: int, budget: int) -> bool:
-    stack: list[tuple[Any, int]] = [(call, 0)]
-    pop, push = stack.pop, stack.append
-    while stack:
-        value, depth = pop()
-        if depth >= max_depth:
-            return False
-        budget -= len(value)
-        if budget < 0:
-            return False
-        if type(value) is dict:
-            if edge.is_reserved(value):
-                return False
-            children: Any = value.values()
-        else:
-            children = value
-        for child in children:
-            if type(child) is dict or type(child) is list:
-                push((child, depth + 1))
-    return True
-
-
-def _locate(call: list[Any], limits: Limits) -> dict[str, Any] | None:
-    max_depth = limits.max_json_depth + 2
-    budget = limits.max_json_items + 8
-    stack: list[tuple[Any, int, str]] = [(call, 0, "$")]
-    while stack:
-        value, depth, path = stack.pop()
-        if depth >= max_depth:
-            return _too_deep(limits, _job_path(path))
-        budget -= len(value)
-        if budget < 0:
-            return _verdict(
-                "too_large",
-                f"the job holds more than {limits.max_json_items} values "
-                f"(raise {env_name('max_json_items')})",
-                "$",
-            )
-        if type(value) is dict:
-            if edge.is_reserved(value):
-                return _verdict("reserved_key", edge.RESERVED_MESSAGE, _job_path(path))
-            items: Any = value.items()
-        else:
-            items = enumerate(value)
-        for key, child in items:
-            if type(child) is dict or type(child) is list:
-                step = f"[{key}]" if type(value) is list else f".{key}"
-                stack.append((child, depth + 1, path + step))
-    return None
+    if found.code == "too_deep":
+        return _too_deep(limits, _job_path(found.problem.path))
+    if found.code == "too_large":
+        return _verdict("too_large", found.problem.message, "$")
+    return _verdict(found.code, found.problem.message, _job_path(found.problem.path))
 
 
 def _too_deep(limits: Limits, path: str) -> dict[str, Any]:

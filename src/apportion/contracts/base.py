@@ -8,6 +8,8 @@ from typing import Annotated, Any, TypeGuard
 
 from pydantic import AfterValidator, AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 
+from apportion.walk.schema import field_keys
+
 
 class WireModel(BaseModel):
     """Base of every wire model: immutable, snake_case with camelCase aliases accepted.
@@ -86,15 +88,6 @@ _WRAPPERS = frozenset(
 )
 
 
-def _field_names(field: Mapping[str, Any], name: str) -> set[str | int]:
-    """The keys a user may write for a model field: its name and its aliases' first keys."""
-    aliases = field.get("validation_alias")
-    if isinstance(aliases, str):
-        return {name, aliases}
-    choices = aliases if aliases and isinstance(aliases[0], list) else [aliases or []]
-    return {name, *(path[0] for path in choices if path)}
-
-
 def written_loc(schema: Mapping[str, Any], loc: Sequence[str | int]) -> list[str | int]:
     """The location a user wrote for a pydantic error at ``loc`` of ``schema`` (a core schema).
 
@@ -122,7 +115,7 @@ def written_loc(schema: Mapping[str, Any], loc: Sequence[str | int]) -> list[str
             out.append(part)
             fields = node["fields"]
             node = next(
-                (f["schema"] for name, f in fields.items() if part in _field_names(f, name)),
+                (f["schema"] for name, f in fields.items() if part in field_keys(name, f)),
                 None,
             )
         elif kind in ("list", "set", "frozenset"):
