@@ -49,14 +49,17 @@ def size_of(value: Any) -> int:
     return len(encode(value))
 
 
-def _subset(candidates: CandidateSet, keep: Sequence[int]) -> CandidateSet:
+def _subset(
+    candidates: CandidateSet, keep: Sequence[int], *, summaries: bool = True
+) -> CandidateSet:
     """The candidates at ``keep``, with the provider summaries of their trees only
-    (the rule the search applies to what it found)."""
+    (the rule the search applies to what it found); ``summaries=False``: the whole
+    set's summaries kept, for a part that is only measured."""
     found = candidates.found.take(keep)
-    summaries = candidates.provider_summaries
-    if candidates.forest is not None:
-        summaries = provider_summaries(candidates.forest, found.providers())
-    return dataclasses.replace(candidates, found=found, provider_summaries=summaries)
+    kept = candidates.provider_summaries
+    if summaries and candidates.forest is not None:
+        kept = provider_summaries(candidates.forest, found.providers())
+    return dataclasses.replace(candidates, found=found, provider_summaries=kept)
 
 
 def _kept(total: int, n: int, chosen: int | None) -> list[int]:
@@ -86,16 +89,21 @@ def fit(
 
     budget = (limit - SLACK - size_of(selection)) * MARGIN
     k = min(PROBE, total)
-    probe = _subset(candidates, range(k))
+    if total <= k:
+        return Fitted(built(candidates, None), candidates.provider_summaries, chosen, {})
+    # Only the probe's candidates are measured: its own summaries are needed only when
+    # the answer must be cut.
+    probe = _subset(candidates, range(k), summaries=False)
     each = (size_of(built(probe, range(k))) + k) / k  # a comma between candidates
-    if total <= k or each * total + size_of(candidates.provider_summaries) <= budget:
+    full = size_of(candidates.provider_summaries)
+    if each * total + full <= budget:
         return Fitted(built(candidates, None), candidates.provider_summaries, chosen, {})
     # The summaries grow with the trees the kept candidates touch, at most to all of
     # them: counted whole when they are small next to the budget, else per candidate.
-    full = size_of(candidates.provider_summaries)
     if full <= budget / 2:
         n = int((budget - full) / each)
     else:
+        probe = _subset(candidates, range(k))
         n = int(budget / (each + size_of(probe.provider_summaries) / k))
     fitting: tuple[list[int], CandidateSet, list[Any]] | None = None
     for _ in range(4):  # the estimate, then corrections from the real size

@@ -144,16 +144,14 @@ class Builder:
         if len(first) == 1:
             shape = self.shape(found[first[0]][1])
             return _allocations(names, shape), self._mappings(names, shape)
-        allocations: list[Any] = []
-        mappings: list[Any] = []
-        groups = rows_of_shapes(shape_of, len(first))
-        for u, rows in enumerate(groups):
+        # Each shape's candidates are built together, then put back in answer order.
+        allocations = np.empty(len(found), dtype=object)
+        mappings = np.empty(len(found), dtype=object)
+        for u, rows in enumerate(rows_of_shapes(shape_of, len(first))):
             shape = self.shape(found[first[u]][1])
-            allocations += _allocations(names[rows], shape)
-            mappings += self._mappings(names[rows], shape)
-        # The shapes' candidates one after another: back into answer order.
-        order = np.argsort(np.concatenate(groups), kind="stable").tolist()
-        return [allocations[i] for i in order], [mappings[i] for i in order]
+            allocations[rows] = _allocations(names[rows], shape)
+            mappings[rows] = self._mappings(names[rows], shape)
+        return allocations.tolist(), mappings.tolist()
 
     def _mappings(self, names: ObjectArray, shape: Shape) -> list[Any]:
         """The mappings dict of each row of ``names``: the unsuffixed group's
@@ -168,13 +166,51 @@ class Builder:
         for k, suffix in self.suffixed:
             columns.append(names[:, [k]].tolist())
             keys.append(suffix)
-        if len(columns) == 1:
-            key = keys[0]
-            return [{key: names_} for names_ in columns[0]]
-        return [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
+        return _keyed(keys, columns)
 
 
 def _allocations(names: ObjectArray, shape: Shape) -> list[Any]:
     """The allocations dict of each row of ``names`` (its providers' uuids by slot)."""
-    givers = names[:, np.array(shape.givers, dtype=np.intp)].tolist()
-    return list(map(dict, map(zip, givers, repeat(shape.allocations))))
+    if not shape.givers:  # only resourceless groups: nothing allocated
+        return [{} for _ in range(len(names))]
+    columns = [names[:, k].tolist() for k in shape.givers]
+    return _valued(columns, shape.allocations)
+
+
+# A dict display builds a small dict several times faster than ``dict(zip(...))``, so
+# the usual sizes (a candidate allocates on up to four providers, names up to four
+# groups) have one each; larger ones take the general way.
+
+
+def _keyed(keys: Sequence[str], columns: Sequence[list[Any]]) -> list[dict[str, Any]]:
+    """``dict(zip(keys, row))`` for each row of ``columns`` (one list per key)."""
+    if len(keys) == 1:
+        (a,) = keys
+        return [{a: x} for x in columns[0]]
+    if len(keys) == 2:
+        a, b = keys
+        return [{a: x, b: y} for x, y in zip(*columns, strict=True)]
+    if len(keys) == 3:
+        a, b, c = keys
+        return [{a: x, b: y, c: z} for x, y, z in zip(*columns, strict=True)]
+    if len(keys) == 4:
+        a, b, c, d = keys
+        return [{a: x, b: y, c: z, d: w} for x, y, z, w in zip(*columns, strict=True)]
+    return list(map(dict, map(zip, repeat(keys), zip(*columns, strict=True))))
+
+
+def _valued(columns: Sequence[list[Any]], values: Sequence[Any]) -> list[dict[Any, Any]]:
+    """``dict(zip(row, values))`` for each row of ``columns`` (one list per value)."""
+    if len(values) == 1:
+        (a,) = values
+        return [{x: a} for x in columns[0]]
+    if len(values) == 2:
+        a, b = values
+        return [{x: a, y: b} for x, y in zip(*columns, strict=True)]
+    if len(values) == 3:
+        a, b, c = values
+        return [{x: a, y: b, z: c} for x, y, z in zip(*columns, strict=True)]
+    if len(values) == 4:
+        a, b, c, d = values
+        return [{x: a, y: b, z: c, w: d} for x, y, z, w in zip(*columns, strict=True)]
+    return list(map(dict, map(zip, zip(*columns, strict=True), repeat(values))))
