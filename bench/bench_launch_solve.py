@@ -71,12 +71,15 @@ SCENARIOS: list[tuple[str, Callable[[], dict[str, Any]], int, float | None]] = [
 SCALING = [250, 500, 1000, 2000, 4000]
 
 
-# ``apportion solve`` with the cyclic collector left running while it decodes and
-# solves, as a worker's pool child runs a job: the CLI's pause is replaced by a block
-# that does nothing (the freeze of what is loaded stays, as the worker freezes its heap).
+# ``apportion solve`` as a worker's pool child runs a job: the engine imported first and
+# what is loaded frozen (the worker does both before its pool forks), then the cyclic
+# collector left running while the jobs are decoded and solved (the CLI's pause is
+# replaced by a block that does nothing).
 COLLECTOR_ON = (
-    "import contextlib, sys; import apportion.cli.solve as s; "
-    "s.collector_paused = contextlib.nullcontext; "
+    "import contextlib, gc, sys; "
+    "import apportion.cli.solve as s, apportion.cli.common, apportion.engine_settings, "
+    "apportion.launch, apportion.selection, apportion.edge; "
+    "s.collector_paused = contextlib.nullcontext; gc.collect(); gc.freeze(); "
     "from apportion.cli import main; sys.exit(main())"
 )
 
