@@ -23,7 +23,13 @@ import numpy.typing as npt
 from apportion.contracts.launch import AllocationRequest, ProviderAllocation
 from apportion.placement.model import Forest
 from apportion.placement.pricing import Gives
-from apportion.placement.shapes import Assignment, Found, rows_of_shapes, shape_codes
+from apportion.placement.shapes import (
+    Assignment,
+    Found,
+    IndexArray,
+    rows_of_shapes,
+    shape_codes,
+)
 from apportion.placement.slots import SlotPlan
 
 Demands = tuple[tuple[str, int], ...]
@@ -61,6 +67,8 @@ class Builder:
         self.unsuffixed = [k for k, s in enumerate(plan.slots) if not s.suffix]
         self.suffixed = [(k, s.suffix) for k, s in enumerate(plan.slots) if s.suffix]
         self.shapes: dict[tuple[int, ...], Shape] = {}
+        # provider -> the one-item list naming it in a mapping (see _singles)
+        self.single: dict[int, list[str]] = {}
 
     def _allocation(self, demands: Demands) -> ProviderAllocation:
         pa = self.allocations.get(demands)
@@ -143,30 +151,48 @@ class Builder:
         names: ObjectArray = np.array(self.forest.uuids, dtype=object)[found.assigned]
         if len(first) == 1:
             shape = self.shape(found[first[0]][1])
-            return _allocations(names, shape), self._mappings(names, shape)
+            return _allocations(names, shape), self._mappings(names, found.assigned, shape)
         # Each shape's candidates are built together, then put back in answer order.
         allocations = np.empty(len(found), dtype=object)
         mappings = np.empty(len(found), dtype=object)
         for u, rows in enumerate(rows_of_shapes(shape_of, len(first))):
             shape = self.shape(found[first[u]][1])
             allocations[rows] = _allocations(names[rows], shape)
-            mappings[rows] = self._mappings(names[rows], shape)
+            mappings[rows] = self._mappings(names[rows], found.assigned[rows], shape)
         return allocations.tolist(), mappings.tolist()
 
-    def _mappings(self, names: ObjectArray, shape: Shape) -> list[Any]:
-        """The mappings dict of each row of ``names``: the unsuffixed group's
-        providers (sorted by uuid when several), then each suffixed group's one."""
+    def _mappings(self, names: ObjectArray, assigned: IndexArray, shape: Shape) -> list[Any]:
+        """The mappings dict of each row of ``names`` (``assigned``: the same rows as
+        provider indices): the unsuffixed group's providers (sorted by uuid when
+        several), then each suffixed group's one."""
         keys: list[str] = []
         columns: list[list[Any]] = []
         if shape.mapped is not None:
-            mapped = names[:, np.array(shape.mapped, dtype=np.intp)]
-            # numpy sorts an object array with the objects' own ``<``, as sorted() does.
-            columns.append((np.sort(mapped, axis=1) if shape.several else mapped).tolist())
+            if shape.several:
+                mapped = names[:, np.array(shape.mapped, dtype=np.intp)]
+                # numpy sorts an object array with the objects' own ``<``, as sorted() does.
+                columns.append(np.sort(mapped, axis=1).tolist())
+            else:
+                columns.append(self._singles(assigned[:, shape.mapped[0]]))
             keys.append("")
         for k, suffix in self.suffixed:
-            columns.append(names[:, [k]].tolist())
+            columns.append(self._singles(assigned[:, k]))
             keys.append(suffix)
         return _keyed(keys, columns)
+
+    def _singles(self, providers: IndexArray) -> list[list[str]]:
+        """The one-item list naming each of ``providers``.
+
+        One list per provider, shared by every candidate whose group it alone
+        satisfies (the answer is written and never changed): thousands of candidates
+        on a few hundred hosts name each host's providers many times over.
+        """
+        single = self.single
+        ids = providers.tolist()
+        uuids = self.forest.uuids
+        for p in set(ids).difference(single):
+            single[p] = [uuids[p]]
+        return list(map(single.__getitem__, ids))
 
 
 def _allocations(names: ObjectArray, shape: Shape) -> list[Any]:
