@@ -189,13 +189,15 @@ def _line(
     if old:
         wall = [o[0] / n[0] for n, o in zip(new, old, strict=True) if n[0] > 0]
         cpu = [o[1] / n[1] for n, o in zip(new, old, strict=True) if n[1] > 0]
-        line += (
-            f"  vs {_fmt(old)}  speed-up {statistics.median(wall):.2f}x wall, "
-            f"{statistics.median(cpu):.2f}x cpu"
-        )
+        line += f"  vs {_fmt(old)}  speed-up {_mid(wall):.2f}x wall, {_mid(cpu):.2f}x cpu"
     if target is not None:
         line += f"  target <= {target:g}"
     return line
+
+
+def _mid(ratios: list[float]) -> float:
+    """The median ratio; NaN when no round gave one (a negative difference of two runs)."""
+    return statistics.median(ratios) if ratios else float("nan")
 
 
 def _fmt(rows: list[tuple[float, float]]) -> str:

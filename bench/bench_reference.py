@@ -268,6 +268,18 @@ def scenarios(args: argparse.Namespace, tmp: Path) -> list[Scenario]:
         path = tmp / "vgpu.json"
         path.write_text(json.dumps(spec))
         servers["vgpu"] = Server([*placement, str(path)], penv)
+    _assign_servers(out, servers, args, tmp)
+    for name, server in servers.items():
+        ready = server.read()
+        print(f"Placement loaded the {name} providers in {ready['load_s']:.1f} s", flush=True)
+    return out
+
+
+def _assign_servers(
+    out: list[Scenario], servers: dict[str, Server], args: argparse.Namespace, tmp: Path
+) -> None:
+    """Each scenario's reference: the Placement server of its providers, or a rules.js or
+    Bareon server of its own (started here, its job sent at once)."""
     for s in out:
         query = s.order.get("query")
         if query in ("flat", "subtree"):
@@ -289,10 +301,6 @@ def scenarios(args: argparse.Namespace, tmp: Path) -> list[Scenario]:
                 [args.bareon_python, str(HERE / "partition_oracle.py"), args.bareon, "--serve"]
             )
             s.server.send(bareon_job(s.job))
-    for name, server in servers.items():
-        ready = server.read()
-        print(f"Placement loaded the {name} providers in {ready['load_s']:.1f} s", flush=True)
-    return out
 
 
 # ---- apportion's side ------------------------------------------------------------------

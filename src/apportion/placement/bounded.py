@@ -98,13 +98,7 @@ def fit(
     full = size_of(candidates.provider_summaries)
     if each * total + full <= budget:
         return Fitted(built(candidates, None), candidates.provider_summaries, chosen, {})
-    # The summaries grow with the trees the kept candidates touch, at most to all of
-    # them: counted whole when they are small next to the budget, else per candidate.
-    if full <= budget / 2:
-        n = int((budget - full) / each)
-    else:
-        probe = _subset(candidates, range(k))
-        n = int(budget / (each + size_of(probe.provider_summaries) / k))
+    n = _first_cut(candidates, k, each, full, budget)
     fitting: tuple[list[int], CandidateSet, list[Any]] | None = None
     for _ in range(4):  # the estimate, then corrections from the real size
         keep = _kept(total, n, chosen)
@@ -133,6 +127,20 @@ def fit(
     }
     at = keep.index(chosen) if chosen is not None else None
     return Fitted(requests, part.provider_summaries, at, note)
+
+
+def _first_cut(candidates: CandidateSet, k: int, each: float, full: int, budget: float) -> int:
+    """How many candidates the first cut keeps (``each``: a candidate's bytes, from the
+    first ``k``; ``full``: the bytes of every tree's summaries).
+
+    The summaries grow with the trees the kept candidates touch, at most to all of
+    them: counted whole when they are small next to the budget, else per candidate as
+    the probe's own summaries are.
+    """
+    if full <= budget / 2:
+        return int((budget - full) / each)
+    probe = _subset(candidates, range(k))
+    return int(budget / (each + size_of(probe.provider_summaries) / k))
 
 
 def rechosen(selection: Any, chosen: int | None) -> Any:
