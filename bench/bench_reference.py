@@ -7,7 +7,12 @@ in this repository — bench/reference.md says how to set them up)::
         --placement PLACEMENT_CHECKOUT --placement-python PLACEMENT_VENV/bin/python \\
         --candlepin CANDLEPIN_CLONE \\
         --bareon BAREON_CHECKOUT --bareon-python BAREON_VENV/bin/python \\
-        [--rounds 5] [--only TEXT]
+        [--rounds 5] [--only TEXT] [--vs OTHER_TREE/src] [--collector paused|on|both]
+
+A reference is needed only for the scenarios kept by ``--only``. ``--vs`` measures
+another source tree's ``apportion solve`` in the same rounds (launch_select);
+``--collector on`` runs ``solve`` with the cyclic collector left running, as a worker's
+pool child runs a job (``both``: each way in each round).
 
 Each reference runs in a long-lived process of its own, loaded once, and is asked for
 one round at a time, so that each round of a scenario is a reference round followed at
@@ -121,7 +126,10 @@ class Scenario:
     order: dict[str, Any] = field(default_factory=dict)  # the round's request to its server
     server: Server | None = None
     check: str = ""
-    rounds: list[tuple[tuple[float, float], tuple[float, float]]] = field(default_factory=list)
+    # side (which tree, which collector mode) -> its rounds: (reference, apportion) ms
+    rounds: dict[str, list[tuple[tuple[float, float], tuple[float, float]]]] = field(
+        default_factory=dict
+    )
 
 
 # ---- the jobs --------------------------------------------------------------------------
@@ -260,6 +268,18 @@ def scenarios(args: argparse.Namespace, tmp: Path) -> list[Scenario]:
         path = tmp / "vgpu.json"
         path.write_text(json.dumps(spec))
         servers["vgpu"] = Server([*placement, str(path)], penv)
+    _assign_servers(out, servers, args, tmp)
+    for name, server in servers.items():
+        ready = server.read()
+        print(f"Placement loaded the {name} providers in {ready['load_s']:.1f} s", flush=True)
+    return out
+
+
+def _assign_servers(
+    out: list[Scenario], servers: dict[str, Server], args: argparse.Namespace, tmp: Path
+) -> None:
+    """Each scenario's reference: the Placement server of its providers, or a rules.js or
+    Bareon server of its own (started here, its job sent at once)."""
     for s in out:
         query = s.order.get("query")
         if query in ("flat", "subtree"):
@@ -267,20 +287,20 @@ def scenarios(args: argparse.Namespace, tmp: Path) -> list[Scenario]:
         elif query in ("six", "eight"):
             s.server = servers["vgpu"]
         elif s.kind == "auto_attach":
+            if not args.candlepin:
+                raise SystemExit("auto_attach needs --candlepin (or --only another scenario)")
             rules = rules_file(args.candlepin, RULES, str(tmp))
             if rules is None:
                 raise SystemExit("no rules.js")
             s.server = Server(["node", str(HERE / "attach_oracle.js"), rules, "--serve"])
             s.server.send(candlepin_request(s.job))
         else:
+            if not (args.bareon and args.bareon_python):
+                raise SystemExit("partition needs --bareon and --bareon-python")
             s.server = Server(
                 [args.bareon_python, str(HERE / "partition_oracle.py"), args.bareon, "--serve"]
             )
             s.server.send(bareon_job(s.job))
-    for name, server in servers.items():
-        ready = server.read()
-        print(f"Placement loaded the {name} providers in {ready['load_s']:.1f} s", flush=True)
-    return out
 
 
 # ---- apportion's side ------------------------------------------------------------------
@@ -298,10 +318,34 @@ def files_for(s: Scenario, folder: Path) -> tuple[Path, Path]:
     return many, one
 
 
-def apportion_round(s: Scenario, many: Path, one: Path) -> tuple[float, float]:
+@dataclass(frozen=True)
+class Side:
+    """One apportion measured in each round: a source tree (None: this one) and, for
+    launch_select, the collector's mode in ``apportion solve``."""
+
+    label: str
+    src: str | None = None
+    collector: str = "paused"
+
+
+def sides(args: argparse.Namespace, s: Scenario) -> list[Side]:
+    if s.kind != "launch_select":
+        return [Side("this")]
+    modes = ["paused", "on"] if args.collector == "both" else [args.collector]
+    trees: list[tuple[str, str | None]] = [("this", None)]
+    if args.vs:
+        trees.append(("before", args.vs))
+    return [
+        Side(label if mode == "paused" else f"{label}, collector on", src, mode)
+        for mode in modes
+        for label, src in trees
+    ]
+
+
+def apportion_round(s: Scenario, many: Path, one: Path, side: Side) -> tuple[float, float]:
     """ms per job (wall, CPU), each kind through its own benchmark's code."""
     if s.kind == "launch_select":
-        return bench_launch_solve.per_job(None, (many, one), s.copies)
+        return bench_launch_solve.per_job(side.src, (many, one), s.copies, side.collector)
     if s.kind == "auto_attach":
         return bench_attach_cli.per_job(one, many, s.copies, os.environ)
     return bench_partition.per_job(None, one, many, s.copies)
@@ -406,9 +450,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--placement", required=True, help="openstack/placement checkout")
     parser.add_argument("--placement-python", required=True, help="interpreter with its deps")
-    parser.add_argument("--candlepin", required=True, help="candlepin/candlepin clone")
-    parser.add_argument("--bareon", required=True, help="openstack/bareon-allocator checkout")
-    parser.add_argument("--bareon-python", required=True, help="interpreter with its deps")
+    parser.add_argument("--candlepin", help="candlepin/candlepin clone (auto_attach)")
+    parser.add_argument("--bareon", help="openstack/bareon-allocator checkout (partition)")
+    parser.add_argument("--bareon-python", help="interpreter with its deps (partition)")
+    parser.add_argument(
+        "--vs",
+        help="PYTHONPATH of another source tree: its apportion measured in each round too "
+        "(launch_select scenarios)",
+    )
+    parser.add_argument(
+        "--collector",
+        choices=["paused", "on", "both"],
+        default="paused",
+        help="launch_select: apportion solve with the cyclic collector paused (the CLI's "
+        "way), left on (a worker's), or both in each round",
+    )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--only", help="only the scenarios whose name contains this")
     args = parser.parse_args()
@@ -424,13 +480,17 @@ def main() -> int:
         loads = [os.getloadavg()[0]]
         for r in range(args.rounds):
             for s in todo:
-                ref = reference_round(s)
-                ours = apportion_round(s, *files[s.name])
-                s.rounds.append((ref, ours))
-                print(
-                    f"round {r + 1} {s.name}: reference {_pair(ref)}, apportion {_pair(ours)}",
-                    flush=True,
-                )
+                for side in sides(args, s):
+                    # Each side right after a reference round of its own: the pair
+                    # shares the machine's load.
+                    ref = reference_round(s)
+                    ours = apportion_round(s, *files[s.name], side)
+                    s.rounds.setdefault(side.label, []).append((ref, ours))
+                    print(
+                        f"round {r + 1} {s.name} [{side.label}]: reference {_pair(ref)}, "
+                        f"apportion {_pair(ours)}",
+                        flush=True,
+                    )
             loads.append(os.getloadavg()[0])
         for server in {id(s.server): s.server for s in todo if s.server}.values():
             server.close()
@@ -446,8 +506,11 @@ def _median(rows: list[tuple[float, float]], i: int) -> float:
     return statistics.median(r[i] for r in rows)
 
 
-def _ratios(s: Scenario, i: int) -> list[float]:
-    return [ref[i] / ours[i] for ref, ours in s.rounds if ours[i] > 0]
+Rounds = list[tuple[tuple[float, float], tuple[float, float]]]
+
+
+def _ratios(rounds: Rounds, i: int) -> list[float]:
+    return [ref[i] / ours[i] for ref, ours in rounds if ours[i] > 0]
 
 
 def report(todo: list[Scenario], rounds: int, loads: list[float], seconds: float) -> None:
@@ -457,28 +520,31 @@ def report(todo: list[Scenario], rounds: int, loads: list[float], seconds: float
         "ratio = reference / apportion, median of the rounds' ratios"
     )
     print(
-        "\n| scenario | reference (issue's figure) | reference median | apportion median "
-        "| ratio CPU (wall) | target | >= 10x (CPU) |"
+        "\n| scenario | apportion | reference (issue's figure) | reference median "
+        "| apportion median | ratio CPU (wall) | target | >= 10x (CPU) |"
     )
-    print("|---|---|---:|---:|---:|---:|---|")
+    print("|---|---|---|---:|---:|---:|---:|---|")
     verdict: Callable[[float], str] = lambda x: "yes" if x >= TARGET_RATIO else "**no**"  # noqa: E731
     for s in todo:
-        refs = [r for r, _ in s.rounds]
-        ours = [o for _, o in s.rounds]
-        cpu = statistics.median(_ratios(s, 1)) if _ratios(s, 1) else float("nan")
-        wall = statistics.median(_ratios(s, 0)) if _ratios(s, 0) else float("nan")
-        print(
-            f"| {s.name} | {s.reference} | {_median(refs, 0):.1f} / {_median(refs, 1):.1f} "
-            f"| {_median(ours, 0):.1f} / {_median(ours, 1):.1f} | {cpu:.1f}x ({wall:.1f}x) "
-            f"| <= {s.target_ms:g} ms | {verdict(cpu)} |"
-        )
+        for label, rows in s.rounds.items():
+            refs = [r for r, _ in rows]
+            ours = [o for _, o in rows]
+            cpu = statistics.median(_ratios(rows, 1)) if _ratios(rows, 1) else float("nan")
+            wall = statistics.median(_ratios(rows, 0)) if _ratios(rows, 0) else float("nan")
+            print(
+                f"| {s.name} | {label} | {s.reference} "
+                f"| {_median(refs, 0):.1f} / {_median(refs, 1):.1f} "
+                f"| {_median(ours, 0):.1f} / {_median(ours, 1):.1f} | {cpu:.1f}x ({wall:.1f}x) "
+                f"| <= {s.target_ms:g} ms | {verdict(cpu)} |"
+            )
     print("\nSame answer:")
     for s in todo:
         print(f"- {s.name}: {s.check}")
     print("\nRounds (reference wall / CPU ms; apportion wall / CPU ms per job):")
     for s in todo:
-        pairs = "; ".join(f"{r[0]:.0f}/{r[1]:.0f} vs {o[0]:.1f}/{o[1]:.1f}" for r, o in s.rounds)
-        print(f"- {s.name}: {pairs}")
+        for label, rows in s.rounds.items():
+            pairs = "; ".join(f"{r[0]:.0f}/{r[1]:.0f} vs {o[0]:.1f}/{o[1]:.1f}" for r, o in rows)
+            print(f"- {s.name} [{label}]: {pairs}")
 
 
 if __name__ == "__main__":

@@ -49,14 +49,17 @@ def size_of(value: Any) -> int:
     return len(encode(value))
 
 
-def _subset(candidates: CandidateSet, keep: Sequence[int]) -> CandidateSet:
+def _subset(
+    candidates: CandidateSet, keep: Sequence[int], *, summaries: bool = True
+) -> CandidateSet:
     """The candidates at ``keep``, with the provider summaries of their trees only
-    (the rule the search applies to what it found)."""
+    (the rule the search applies to what it found); ``summaries=False``: the whole
+    set's summaries kept, for a part that is only measured."""
     found = candidates.found.take(keep)
-    summaries = candidates.provider_summaries
-    if candidates.forest is not None:
-        summaries = provider_summaries(candidates.forest, found.providers())
-    return dataclasses.replace(candidates, found=found, provider_summaries=summaries)
+    kept = candidates.provider_summaries
+    if summaries and candidates.forest is not None:
+        kept = provider_summaries(candidates.forest, found.providers())
+    return dataclasses.replace(candidates, found=found, provider_summaries=kept)
 
 
 def _kept(total: int, n: int, chosen: int | None) -> list[int]:
@@ -86,17 +89,16 @@ def fit(
 
     budget = (limit - SLACK - size_of(selection)) * MARGIN
     k = min(PROBE, total)
-    probe = _subset(candidates, range(k))
-    each = (size_of(built(probe, range(k))) + k) / k  # a comma between candidates
-    if total <= k or each * total + size_of(candidates.provider_summaries) <= budget:
+    if total <= k:
         return Fitted(built(candidates, None), candidates.provider_summaries, chosen, {})
-    # The summaries grow with the trees the kept candidates touch, at most to all of
-    # them: counted whole when they are small next to the budget, else per candidate.
+    # Only the probe's candidates are measured: its own summaries are needed only when
+    # the answer must be cut.
+    probe = _subset(candidates, range(k), summaries=False)
+    each = (size_of(built(probe, range(k))) + k) / k  # a comma between candidates
     full = size_of(candidates.provider_summaries)
-    if full <= budget / 2:
-        n = int((budget - full) / each)
-    else:
-        n = int(budget / (each + size_of(probe.provider_summaries) / k))
+    if each * total + full <= budget:
+        return Fitted(built(candidates, None), candidates.provider_summaries, chosen, {})
+    n = _first_cut(candidates, k, each, full, budget)
     fitting: tuple[list[int], CandidateSet, list[Any]] | None = None
     for _ in range(4):  # the estimate, then corrections from the real size
         keep = _kept(total, n, chosen)
@@ -125,6 +127,20 @@ def fit(
     }
     at = keep.index(chosen) if chosen is not None else None
     return Fitted(requests, part.provider_summaries, at, note)
+
+
+def _first_cut(candidates: CandidateSet, k: int, each: float, full: int, budget: float) -> int:
+    """How many candidates the first cut keeps (``each``: a candidate's bytes, from the
+    first ``k``; ``full``: the bytes of every tree's summaries).
+
+    The summaries grow with the trees the kept candidates touch, at most to all of
+    them: counted whole when they are small next to the budget, else per candidate as
+    the probe's own summaries are.
+    """
+    if full <= budget / 2:
+        return int((budget - full) / each)
+    probe = _subset(candidates, range(k))
+    return int(budget / (each + size_of(probe.provider_summaries) / k))
 
 
 def rechosen(selection: Any, chosen: int | None) -> Any:

@@ -23,7 +23,13 @@ import numpy.typing as npt
 from apportion.contracts.launch import AllocationRequest, ProviderAllocation
 from apportion.placement.model import Forest
 from apportion.placement.pricing import Gives
-from apportion.placement.shapes import Assignment, Found, rows_of_shapes, shape_codes
+from apportion.placement.shapes import (
+    Assignment,
+    Found,
+    IndexArray,
+    rows_of_shapes,
+    shape_codes,
+)
 from apportion.placement.slots import SlotPlan
 
 Demands = tuple[tuple[str, int], ...]
@@ -61,6 +67,8 @@ class Builder:
         self.unsuffixed = [k for k, s in enumerate(plan.slots) if not s.suffix]
         self.suffixed = [(k, s.suffix) for k, s in enumerate(plan.slots) if s.suffix]
         self.shapes: dict[tuple[int, ...], Shape] = {}
+        # provider -> the one-item list naming it in a mapping (see _singles)
+        self.single: dict[int, list[str]] = {}
 
     def _allocation(self, demands: Demands) -> ProviderAllocation:
         pa = self.allocations.get(demands)
@@ -143,38 +151,92 @@ class Builder:
         names: ObjectArray = np.array(self.forest.uuids, dtype=object)[found.assigned]
         if len(first) == 1:
             shape = self.shape(found[first[0]][1])
-            return _allocations(names, shape), self._mappings(names, shape)
-        allocations: list[Any] = []
-        mappings: list[Any] = []
-        groups = rows_of_shapes(shape_of, len(first))
-        for u, rows in enumerate(groups):
+            return _allocations(names, shape), self._mappings(names, found.assigned, shape)
+        # Each shape's candidates are built together, then put back in answer order.
+        allocations = np.empty(len(found), dtype=object)
+        mappings = np.empty(len(found), dtype=object)
+        for u, rows in enumerate(rows_of_shapes(shape_of, len(first))):
             shape = self.shape(found[first[u]][1])
-            allocations += _allocations(names[rows], shape)
-            mappings += self._mappings(names[rows], shape)
-        # The shapes' candidates one after another: back into answer order.
-        order = np.argsort(np.concatenate(groups), kind="stable").tolist()
-        return [allocations[i] for i in order], [mappings[i] for i in order]
+            allocations[rows] = _allocations(names[rows], shape)
+            mappings[rows] = self._mappings(names[rows], found.assigned[rows], shape)
+        return allocations.tolist(), mappings.tolist()
 
-    def _mappings(self, names: ObjectArray, shape: Shape) -> list[Any]:
-        """The mappings dict of each row of ``names``: the unsuffixed group's
-        providers (sorted by uuid when several), then each suffixed group's one."""
+    def _mappings(self, names: ObjectArray, assigned: IndexArray, shape: Shape) -> list[Any]:
+        """The mappings dict of each row of ``names`` (``assigned``: the same rows as
+        provider indices): the unsuffixed group's providers (sorted by uuid when
+        several), then each suffixed group's one."""
         keys: list[str] = []
         columns: list[list[Any]] = []
         if shape.mapped is not None:
-            mapped = names[:, np.array(shape.mapped, dtype=np.intp)]
-            # numpy sorts an object array with the objects' own ``<``, as sorted() does.
-            columns.append((np.sort(mapped, axis=1) if shape.several else mapped).tolist())
+            if shape.several:
+                mapped = names[:, np.array(shape.mapped, dtype=np.intp)]
+                # numpy sorts an object array with the objects' own ``<``, as sorted() does.
+                columns.append(np.sort(mapped, axis=1).tolist())
+            else:
+                columns.append(self._singles(assigned[:, shape.mapped[0]]))
             keys.append("")
         for k, suffix in self.suffixed:
-            columns.append(names[:, [k]].tolist())
+            columns.append(self._singles(assigned[:, k]))
             keys.append(suffix)
-        if len(columns) == 1:
-            key = keys[0]
-            return [{key: names_} for names_ in columns[0]]
-        return [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
+        return _keyed(keys, columns)
+
+    def _singles(self, providers: IndexArray) -> list[list[str]]:
+        """The one-item list naming each of ``providers``.
+
+        One list per provider, shared by every candidate whose group it alone
+        satisfies (the answer is written and never changed): thousands of candidates
+        on a few hundred hosts name each host's providers many times over.
+        """
+        single = self.single
+        ids = providers.tolist()
+        uuids = self.forest.uuids
+        for p in set(ids).difference(single):
+            single[p] = [uuids[p]]
+        return list(map(single.__getitem__, ids))
 
 
 def _allocations(names: ObjectArray, shape: Shape) -> list[Any]:
     """The allocations dict of each row of ``names`` (its providers' uuids by slot)."""
-    givers = names[:, np.array(shape.givers, dtype=np.intp)].tolist()
-    return list(map(dict, map(zip, givers, repeat(shape.allocations))))
+    if not shape.givers:  # only resourceless groups: nothing allocated
+        return [{} for _ in range(len(names))]
+    columns = [names[:, k].tolist() for k in shape.givers]
+    return _valued(columns, shape.allocations)
+
+
+# A dict display builds a small dict several times faster than ``dict(zip(...))``, so
+# the usual sizes (a candidate allocates on up to four providers, names up to four
+# groups) have one each; larger ones take the general way.
+
+
+def _keyed(keys: Sequence[str], columns: Sequence[list[Any]]) -> list[dict[str, Any]]:
+    """``dict(zip(keys, row))`` for each row of ``columns`` (one list per key)."""
+    if len(keys) == 1:
+        (a,) = keys
+        return [{a: x} for x in columns[0]]
+    if len(keys) == 2:
+        a, b = keys
+        return [{a: x, b: y} for x, y in zip(*columns, strict=True)]
+    if len(keys) == 3:
+        a, b, c = keys
+        return [{a: x, b: y, c: z} for x, y, z in zip(*columns, strict=True)]
+    if len(keys) == 4:
+        a, b, c, d = keys
+        return [{a: x, b: y, c: z, d: w} for x, y, z, w in zip(*columns, strict=True)]
+    return list(map(dict, map(zip, repeat(keys), zip(*columns, strict=True))))
+
+
+def _valued(columns: Sequence[list[Any]], values: Sequence[Any]) -> list[dict[Any, Any]]:
+    """``dict(zip(row, values))`` for each row of ``columns`` (one list per value)."""
+    if len(values) == 1:
+        (a,) = values
+        return [{x: a} for x in columns[0]]
+    if len(values) == 2:
+        a, b = values
+        return [{x: a, y: b} for x, y in zip(*columns, strict=True)]
+    if len(values) == 3:
+        a, b, c = values
+        return [{x: a, y: b, z: c} for x, y, z in zip(*columns, strict=True)]
+    if len(values) == 4:
+        a, b, c, d = values
+        return [{x: a, y: b, z: c, w: d} for x, y, z, w in zip(*columns, strict=True)]
+    return list(map(dict, map(zip, zip(*columns, strict=True), repeat(values))))

@@ -490,11 +490,13 @@ def _columns(rc: str, rows: Rows) -> tuple[ClassInventory, list[Unusable]] | lis
     """
     ids, invs, used = zip(*rows, strict=True)
     total, reserved, min_unit, explicit, step, ratio = zip(*map(_FIELDS, invs), strict=True)
-    max_unit = (
-        [t if m is None else m for t, m in zip(total, explicit, strict=True)]
-        if None in explicit
-        else explicit
-    )
+    defaults = explicit.count(None)  # max_unit left out: it defaults to total
+    if defaults == len(explicit):
+        max_unit = total
+    elif defaults:
+        max_unit = tuple(t if m is None else m for t, m in zip(total, explicit, strict=True))
+    else:
+        max_unit = explicit
     if (
         max(max(total), max(reserved), max(min_unit), max(max_unit), max(step)) > MAX_INTEGER
         or not 0 <= min(used) <= max(used) <= MAX_INTEGER
@@ -530,7 +532,10 @@ def _unusable(
     that is ordinary: it is named only when it also declares a max_unit below its
     min_unit.
     """
-    declared = np.array([m is not None for m in explicit], dtype=np.bool_)
+    if explicit.count(None) == len(explicit):
+        declared = np.zeros(len(explicit), dtype=np.bool_)
+    else:
+        declared = np.array([m is not None for m in explicit], dtype=np.bool_)
     above_max = inv.min_unit > inv.max_unit
     odd = (declared & above_max) | (
         (inv.capacity > 0) & (above_max | (inv.min_unit > inv.capacity))

@@ -7,9 +7,9 @@ its traits (sorted), parent and root.
 
 Equal summaries are common (a rack of equal hosts). The result is written once and
 never changed, so equal resource maps and trait lists are one object each; which
-providers have equal resource maps is found with numpy over whole columns (the
+providers have equal resource maps is found from whole columns taken with numpy (the
 classes in the provider's own order, then each class's capacity and used), so only
-one map per distinct value is built in Python.
+one map per distinct value is built.
 """
 
 from __future__ import annotations
@@ -62,33 +62,36 @@ def provider_summaries(forest: Forest, providers: IntArray) -> dict[str, Provide
 def _resources(
     forest: Forest, members: list[int], at: IntArray
 ) -> list[dict[str, ResourceSummary]]:
-    """Each member's resources map; equal maps are one object."""
+    """Each member's resources map; equal maps are one object.
+
+    A member's key is the classes of its inventories in their own order (numbered by
+    the first member having that order), then each class's capacity and used (-1 where
+    it has none): members with equal keys have equal maps. One stable sort over the
+    key columns groups equal keys, each group led by its first member, whose map is
+    the only one built.
+    """
     inventories = map(itemgetter("inventories"), map(forest.providers.__getitem__, members))
-    # Which classes, in which order (the keys of the provider's inventories): numbered
-    # by the first member that has that order.
     orders: dict[tuple[str, ...], int] = {}
-    order = list(map(orders.setdefault, map(tuple, inventories), count()))
-    code = np.array(order, dtype=np.int64)
+    columns = [np.array(list(map(orders.setdefault, map(tuple, inventories), count())))]
     for inv in forest.inventories.values():
         dense = np.full(forest.size, -1, dtype=np.int64)
         dense[inv.providers] = np.arange(len(inv.providers))
         rows = dense[at]
         has = rows >= 0
         rows = np.where(has, rows, 0)
-        code = _joined(code, np.where(has, inv.capacity[rows], -1))
-        code = _joined(code, np.where(has, inv.used[rows], -1))
-    _, first, group = np.unique(code, return_index=True, return_inverse=True)
-    shared = [_resource_map(forest, members[i]) for i in first.tolist()]
-    return [shared[g] for g in group.reshape(-1).tolist()]
-
-
-def _joined(code: IntArray, values: IntArray) -> IntArray:
-    """One small number per distinct (code, value) pair (small: products stay in int64)."""
-    _, value = np.unique(values, return_inverse=True)
-    pair = code * (int(value.max()) + 1) + value.reshape(-1)
-    _, joined = np.unique(pair, return_inverse=True)
-    out: IntArray = joined.reshape(-1)
-    return out
+        columns.append(np.where(has, inv.capacity[rows], -1))
+        columns.append(np.where(has, inv.used[rows], -1))
+    keys = np.stack(columns)
+    by_key = np.lexsort(keys[::-1])  # stable: equal keys stay in member order
+    ordered = keys[:, by_key]
+    starts = np.empty(len(members), dtype=np.bool_)
+    starts[0] = True
+    starts[1:] = (ordered[:, 1:] != ordered[:, :-1]).any(axis=0)
+    leader = by_key[starts]  # each group's first member (its position in ``members``)
+    first = np.empty(len(members), dtype=np.intp)
+    first[by_key] = leader[np.cumsum(starts) - 1]
+    shared = {i: _resource_map(forest, members[i]) for i in leader.tolist()}
+    return list(map(shared.__getitem__, first.tolist()))
 
 
 def _resource_map(forest: Forest, p: int) -> dict[str, ResourceSummary]:
