@@ -15,8 +15,9 @@ Three things only the worker's main process sees:
   stream holds the job's answer, or nothing at all. Here the answer is the published
   envelope if the job got that far, else a ``time_limit`` rejection published once;
   it is stored as the task's result and the message acknowledged. A child that was
-  stopped (SIGSTOP) when its hard limit came spent none of that time on the job: the
-  job is requeued instead (workers/job_clock.py). If Redis cannot be
+  stopped (SIGSTOP) when its hard limit came spent none of that time on the job, and a
+  limit that fires late fired when this process's loop came back from waiting on Redis:
+  the job is requeued instead (workers/job_clock.py). If Redis cannot be
   reached for that, Celery's own handling applies.
 
 ``revoked()`` being called from Celery's ``execute_using_pool`` is an internal, and so
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from time import time
 from typing import Any
 
 from billiard.einfo import ExceptionWithTraceback
@@ -57,6 +59,21 @@ def _stopped(pid: int | None) -> bool:
     return bool(fields) and fields[0] in ("T", "t")
 
 
+# Seconds past its time after which a hard limit is taken for one the main process's
+# loop could not fire (it waited on Redis), rather than for the job's size: more than a
+# loaded host delays a timer, less than any reply timeout that holds the loop.
+LATE_HARD_LIMIT = 2.0
+
+
+def _late_by(started: float | None, limit: float) -> float:
+    """How long after ``limit`` seconds from ``started`` (the job's start as Celery's
+    request keeps it, wall clock) it is now; infinite when the start never reached this
+    process (its loop was held since before the child took the job)."""
+    if not started:
+        return float("inf")
+    return time() - started - limit
+
+
 class GatedRequest(Request):  # type: ignore[misc]
     def revoked(self) -> bool:
         _tell_qos(self.message, "handed_to_pool")
@@ -82,15 +99,22 @@ class GatedRequest(Request):  # type: ignore[misc]
         if soft or state.should_terminate:
             super().on_timeout(soft, timeout)
             return
-        if _stopped(self.worker_pid):
-            # A frozen child spent none of that time on the job (workers/job_clock.py):
-            # the pool kills it all the same, and the job runs again, unanswered.
+        late = _late_by(self.time_start, timeout)
+        if _stopped(self.worker_pid) or late > LATE_HARD_LIMIT:
+            # A frozen child spent none of that time on the job, and a limit that fires
+            # late fired when this process's loop came back from waiting on Redis (a
+            # stall, a partition), which the child most likely waited on too
+            # (workers/job_clock.py): the pool kills it all the same, and the job runs
+            # again, unanswered.
             log.warning(
-                "Hard time limit (%ss) reached for %s[%s] while its pool child was "
-                "stopped (SIGSTOP); the job is requeued, not answered",
+                "Hard time limit (%ss) reached for %s[%s] %s; the job is requeued, not "
+                "answered",
                 timeout,
                 self.name,
                 self.id,
+                "while its pool child was stopped (SIGSTOP)"
+                if late <= LATE_HARD_LIMIT
+                else f"{late:.1f} s late, after the worker's loop waited on Redis",
             )
             state.task_ready(self)
             self.reject(requeue=True)
