@@ -30,7 +30,7 @@ from apportion.workers.redis.reachability import unreachable
 class BoundedDispatcher(EventDispatcher):  # type: ignore[misc]  # celery is untyped
     """Celery's event dispatcher, publishing each event once and none into a partition."""
 
-    def send(self, type: str, *args: Any, **fields: Any) -> Any:  # noqa: A002 - Celery's name
+    def send(self, type: str, *args: Any, **fields: Any) -> Any:
         if group_from(type) == "worker" and unreachable():
             return None  # the next heartbeat, after Redis answers again, says the same
         fields["retry"] = False

@@ -35,12 +35,14 @@ answering it (workers/broker/requests.py).
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import signal
+import struct
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from time import monotonic
+from time import monotonic, time
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -60,13 +62,46 @@ TOLERANCE = 0.5
 GRACE = 1.0
 
 
+# Where each pool child says since when it has been on infrastructure time (waiting on
+# Redis, or publishing once the engine is done), for the main process to read when a
+# hard limit fires: killing a child there is an outage's doing, and the job is requeued
+# (workers/broker/requests.py). An anonymous shared mapping made at import, so before
+# the pool forks: a slot per pid modulo SLOTS holds (pid, wall-clock since; 0: engine).
+SLOTS = 4096
+_SLOT = struct.Struct("dd")
+_SHARED = mmap.mmap(-1, SLOTS * _SLOT.size)
+
+
+def _mark(since: float) -> None:
+    pid = os.getpid()
+    _SLOT.pack_into(_SHARED, (pid % SLOTS) * _SLOT.size, float(pid), since)
+
+
+def infrastructure_since(pid: int) -> float | None:
+    """Since when (wall clock) pool child ``pid``'s job has been waiting on Redis or
+    publishing; None while it runs the engine (or when nothing is known of it)."""
+    owner, since = _SLOT.unpack_from(_SHARED, (pid % SLOTS) * _SLOT.size)
+    return since if int(owner) == pid and since > 0 else None
+
+
 class _Clock:
-    __slots__ = ("continued", "depth", "gated", "pid", "running", "signalled", "started", "waited")
+    __slots__ = (
+        "continued",
+        "depth",
+        "done",
+        "gated",
+        "pid",
+        "running",
+        "signalled",
+        "started",
+        "waited",
+    )
 
     def __init__(self) -> None:
         self.running = False
         self.signalled = False  # this job's soft limit has been raised
         self.gated = False  # a pool child: billiard's soft-limit handler is behind our gate
+        self.done = False  # the engine has finished: the rest of the job is publishing
         self.started = 0.0
         self.waited = 0.0
         self.depth = 0
@@ -89,6 +124,8 @@ def job_started(task: Any = None, **_: Any) -> None:
     clock.waited = 0.0
     clock.depth = 0
     clock.continued = False
+    clock.done = False
+    _mark(0.0)
     soft = soft_limit_of(task)
     if clock.gated and soft:
         signal.setitimer(signal.ITIMER_REAL, soft + GRACE)
@@ -97,8 +134,17 @@ def job_started(task: Any = None, **_: Any) -> None:
 def job_ended(**_: Any) -> None:
     """``task_postrun``: the job ended (answered, retried or failed)."""
     _CLOCK.running = False
+    _mark(0.0)
     if _CLOCK.gated:
         signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def engine_done() -> None:
+    """The engine has answered: from here to the task's end, the job only publishes, and
+    a hard limit landing there is Redis's doing."""
+    if _CLOCK.running and not _CLOCK.done:
+        _CLOCK.done = True
+        _mark(time())
 
 
 def soft_limit_of(task: Any) -> float | None:
@@ -116,6 +162,8 @@ def waiting_on_redis(what: str) -> Iterator[None]:
     clock = _CLOCK
     clock.depth += 1
     began = monotonic()
+    if clock.depth == 1 and not clock.done:
+        _mark(time())
     try:
         yield
     except SoftTimeLimitExceeded as exc:
@@ -125,6 +173,8 @@ def waiting_on_redis(what: str) -> Iterator[None]:
     finally:
         clock.depth -= 1
         clock.waited += monotonic() - began
+        if clock.depth == 0 and not clock.done:
+            _mark(0.0)
 
 
 def engine_seconds() -> float:
@@ -196,7 +246,9 @@ def _install(clock: _Clock) -> None:
 __all__ = [
     "GRACE",
     "TOLERANCE",
+    "engine_done",
     "engine_seconds",
+    "infrastructure_since",
     "job_ended",
     "job_started",
     "limit_is_the_engines",

@@ -7,6 +7,7 @@ workers/heartbeat.py, workers/redis/reachability.py)."""
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import time
 from collections.abc import Iterator
@@ -22,9 +23,15 @@ from apportion.config.settings import Settings
 from apportion.contracts.events import LaunchOutcomeJob
 from apportion.errors import StoreUnavailable
 from apportion.workers import job_clock
-from apportion.workers.broker.requests import LATE_HARD_LIMIT, _late_by
+from apportion.workers.broker.requests import LATE_HARD_LIMIT, _late_by, _not_the_jobs
 from apportion.workers.heartbeat import BoundedDispatcher
-from apportion.workers.job_clock import GRACE, engine_seconds, job_ended, job_started
+from apportion.workers.job_clock import (
+    GRACE,
+    engine_seconds,
+    job_ended,
+    job_started,
+    waiting_on_redis,
+)
 from apportion.workers.launch.launcher import LaunchOutcome, launch_with_retries
 from apportion.workers.redis import reachability
 from apportion.workers.redis.reachability import Reachability
@@ -54,14 +61,20 @@ def task(soft: float | None, message_soft: float | None = None) -> Any:
     )
 
 
+def engine_for(seconds: float) -> None:
+    """The engine, running (in Python) past its limit."""
+    began = time.monotonic()
+    while time.monotonic() - began < seconds:
+        time.sleep(0.01)
+
+
 def test_a_pool_child_raises_its_soft_limit_itself_when_the_main_process_never_signals(
     pool_child: None,
 ) -> None:
     job_started(task=task(0.2))
     began = time.monotonic()
     with pytest.raises(SoftTimeLimitExceeded):
-        while time.monotonic() - began < 5:
-            time.sleep(0.01)  # the engine, running past its limit
+        engine_for(5)
     assert 0.2 + GRACE - 0.1 <= time.monotonic() - began < 0.2 + GRACE + 1
 
 
@@ -151,7 +164,8 @@ def test_a_soft_limit_in_the_launchers_history_write_is_an_outage(pool_child: No
 
 
 def limits(soft: int, hard: int) -> dict[str, Any]:
-    return {"time_limits": {q: {"soft": soft, "hard": hard} for q in ("partition", "launch", "attach", "events")}}
+    queues = ("partition", "launch", "attach", "events")
+    return {"time_limits": {q: {"soft": soft, "hard": hard} for q in queues}}
 
 
 def test_the_reply_timeout_is_lowered_to_half_the_shortest_soft_limit() -> None:
@@ -187,7 +201,8 @@ def test_a_lost_redis_is_logged_once_and_its_return_with_the_outage_length(
     ping, now = Pings(), [100.0]
     watch = Reachability(ping, clock=lambda: now[0])
     caplog.set_level(logging.INFO, "apportion.workers")
-    assert watch.check() and watch.reachable
+    assert watch.check()
+    assert watch.reachable
     ping.down = True
     assert not watch.check()
     now[0] += 7
@@ -255,3 +270,40 @@ def test_no_heartbeat_is_published_into_a_partition() -> None:
         assert producer.published == [("worker.heartbeat", False)]
     finally:
         reachability._watch = None
+
+
+def test_the_main_process_sees_when_a_child_waits_on_redis_or_publishes(
+    pool_child: None,
+) -> None:
+    pid = os.getpid()
+    job_started()
+    assert job_clock.infrastructure_since(pid) is None  # the engine runs
+    with waiting_on_redis("reading the policy store"):
+        assert job_clock.infrastructure_since(pid) is not None
+        assert _not_the_jobs(pid, time.time() - 6.1, 6) is not None
+    assert job_clock.infrastructure_since(pid) is None
+    assert _not_the_jobs(pid, time.time() - 6.1, 6) is None  # the engine's own limit
+    job_clock.engine_done()  # solved: publishing from here
+    assert "waiting on Redis" in (_not_the_jobs(pid, time.time() - 6.1, 6) or "")
+    job_ended()
+    assert job_clock.infrastructure_since(pid) is None
+
+
+def test_the_infrastructure_mark_crosses_into_the_main_process_after_fork() -> None:
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the pool child
+        os.close(read)
+        job_started()
+        with waiting_on_redis("publishing"):
+            os.write(write, b"x")
+            time.sleep(5)
+        os._exit(0)
+    os.close(write)
+    try:
+        assert os.read(read, 1) == b"x"
+        assert job_clock.infrastructure_since(child) is not None
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+        os.close(read)
