@@ -99,8 +99,13 @@ def client(server: RedisServer) -> Iterator[redis.Redis]:
 
 @pytest.fixture(autouse=True)
 def healed(proxy: TcpProxy, worker: Worker) -> Iterator[None]:
-    """Every test starts and ends with a clean network."""
+    """Every test starts and ends with a clean network; the worker's lines about Redis
+    and time limits are printed (shown when the test fails)."""
+    offset = log_from(worker)
     yield
+    for line in worker.log_text()[offset:].splitlines():
+        if any(word in line for word in ("Redis", "broker", "limit", "ERROR", "CRITICAL")):
+            print(line)
     proxy.set_blackhole(False)
     proxy.thaw()
     proxy.latency = 0.0
@@ -235,7 +240,7 @@ def test_connections_reset_every_two_seconds_lose_no_job(
 def test_200_ms_of_latency_each_way_slows_jobs_down_and_answers_every_one_ok(
     proxy: TcpProxy, worker: Worker, producer: Celery, client: redis.Redis
 ) -> None:
-    jobs = mixed_jobs(12, "slow", WEIGHTS)
+    jobs = mixed_jobs(6, "slow", WEIGHTS)
     proxy.latency = 0.2
 
     send(producer, jobs)
