@@ -137,6 +137,13 @@ def _warm_up(sender: Any) -> None:
         require_gate(sender.app)
         allow_tasks(sender.app)
     settings = get_settings()
+    if settings.reply_timeout < settings.redis_socket_timeout:
+        log.info(
+            "Redis replies are waited for %g s, half the shortest soft time limit, not "
+            "APPORTION_REDIS_SOCKET_TIMEOUT=%g s (a wait on Redis must end before a limit)",
+            settings.reply_timeout,
+            settings.redis_socket_timeout,
+        )
     if settings.metrics_port is not None:
         # Before the fork, so every pool process records into the multiprocess files.
         _metrics_dir = job_metrics.start(settings.metrics_port, settings.metrics_address)
