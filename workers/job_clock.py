@@ -164,8 +164,10 @@ def waiting_on_redis(what: str) -> Iterator[None]:
     began = monotonic()
     if clock.depth == 1 and not clock.done:
         _mark(time())
+    answered = False
     try:
         yield
+        answered = True
     except SoftTimeLimitExceeded as exc:
         raise StoreUnavailable(
             f"{what}: Redis had not answered when the soft time limit fired"
@@ -174,7 +176,12 @@ def waiting_on_redis(what: str) -> Iterator[None]:
         clock.depth -= 1
         clock.waited += monotonic() - began
         if clock.depth == 0 and not clock.done:
-            _mark(0.0)
+            if answered:
+                _mark(0.0)
+            else:
+                # The job now goes to its retry or requeue, which is Redis's time too
+                # (sending the retry waits on the same Redis that just failed).
+                clock.done = True
 
 
 def engine_seconds() -> float:
@@ -189,7 +196,10 @@ def limit_is_the_engines(soft: float) -> bool:
     clock = _CLOCK
     if not clock.running:
         return True  # not in a worker's job (a test calling the task directly)
-    return not clock.continued and engine_seconds() >= soft - TOLERANCE
+    if not clock.continued and engine_seconds() >= soft - TOLERANCE:
+        return True
+    engine_done()  # the job is retried from here: Redis's time, like any wait on it
+    return False
 
 
 class _SoftLimitGate:

@@ -307,3 +307,19 @@ def test_the_infrastructure_mark_crosses_into_the_main_process_after_fork() -> N
         os.kill(child, signal.SIGKILL)
         os.waitpid(child, 0)
         os.close(read)
+
+
+def test_a_job_whose_redis_wait_failed_stays_on_redis_time_while_it_is_retried(
+    pool_child: None,
+) -> None:
+    pid = os.getpid()
+    job_started()
+    with pytest.raises(StoreUnavailable), waiting_on_redis("reading the policy store"):
+        raise SoftTimeLimitExceeded()
+    # Sending the retry waits on the same Redis: a hard limit there is not the job's.
+    assert job_clock.infrastructure_since(pid) is not None
+    job_ended()
+    job_started()
+    time.sleep(0.1)
+    assert not job_clock.limit_is_the_engines(3.0)  # a stall's limit: retried
+    assert job_clock.infrastructure_since(pid) is not None
