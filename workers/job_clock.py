@@ -27,9 +27,10 @@ of those would answer a valid job ``time_limit``, for good. So, in the pool chil
 
 Time waiting on Redis is bounded by the clients' reply timeout (Settings.reply_timeout:
 at most half the shortest soft limit). The hard limit stays the main process's backstop:
-it kills the child whatever it was doing; one that finds the child stopped, or that fires
-late because the main process's loop was held (a partition), requeues the job instead of
-answering it (workers/broker/requests.py).
+it kills the child whatever it was doing; one that finds the child stopped, on Redis
+time (:func:`infrastructure_since`: waiting on Redis, publishing a solved job, or on its
+way to a retry), or that fires late because the main process's loop was held (a
+partition), requeues the job instead of answering it (workers/broker/requests.py).
 """
 
 from __future__ import annotations
