@@ -71,7 +71,7 @@ def connection_options(settings: Settings) -> dict[str, Any]:
     """Socket timeouts, TCP keepalive and health checks of a broker connection, as
     kombu's transport options name them (redis-py's own names)."""
     return {
-        "socket_timeout": settings.redis_socket_timeout,
+        "socket_timeout": settings.reply_timeout,
         "socket_connect_timeout": settings.redis_connect_timeout,
         "socket_keepalive": True,
         "socket_keepalive_options": settings.keepalive_options(),
@@ -180,7 +180,7 @@ def _results(settings: Settings) -> dict[str, Any]:
         # Celery's Redis backend waits 120 s for a reply by default, with no keepalive
         # or health check: a partition froze a worker storing a result, or a producer
         # waiting for one, for minutes.
-        "redis_socket_timeout": settings.redis_socket_timeout,
+        "redis_socket_timeout": settings.reply_timeout,
         "redis_socket_connect_timeout": settings.redis_connect_timeout,
         "redis_socket_keepalive": True,
         "redis_backend_health_check_interval": settings.redis_health_check_interval,

@@ -45,6 +45,11 @@ class TimeLimitOverride(BaseModel):
     hard: float | None = Field(None, gt=0)
 
 
+# The shortest reply timeout Settings.reply_timeout derives from a soft limit: a local
+# Redis answers in well under a millisecond, but a loaded host can hold a reply back for
+# a few hundred, and a timeout is a dropped connection and a reconnection.
+MIN_REPLY_TIMEOUT = 0.5
+
 # The URL schemes every connection (broker, result backend, apportion's own clients)
 # understands, and for which the worker's transport puts the gate in front of the pool.
 # A worker on any other broker would hand jobs to Celery ungated: refused at start-up.
@@ -110,20 +115,25 @@ class Settings(EngineSettings):
         le=300,
         description=(
             "Seconds any Redis connection (broker, result backend, apportion's own) waits for "
-            "one reply; keep it below every soft time limit (docs/operations.md, Redis on a "
-            "bad day)"
+            "one reply; lowered to half the shortest soft time limit when above it "
+            "(docs/operations.md, Redis on a bad day)"
         ),
     )
     redis_connect_timeout: float = Field(
         5.0, gt=0, le=300, description="Seconds to open a Redis connection"
     )
+    # Also how long the worker's blocking pop may go unanswered before its connection is
+    # taken for dead (kombu: the pop's 1 s plus this, checked every this many seconds):
+    # 4 finds a connection a partition froze within 9 s, so the worker says so within
+    # the 15 s an operator expects; a PING costs a connection well under a millisecond.
     redis_health_check_interval: int = Field(
-        10,
+        4,
         ge=0,
         le=3600,
         description=(
             "Seconds a Redis connection may sit idle before it is checked with a PING on its "
-            "next use (0: never)"
+            "next use (0: never); a worker's blocking pop unanswered this long past its own "
+            "timeout drops its connection"
         ),
     )
     redis_keepalive_seconds: int = Field(
@@ -478,6 +488,22 @@ class Settings(EngineSettings):
         for kind in kinds.REGISTRY.values():
             self.time_limit(kind)  # soft below hard, after the override
         return self
+
+    @property
+    def shortest_soft_limit(self) -> float:
+        return min(self.time_limit(kind).soft for kind in kinds.REGISTRY.values())
+
+    @property
+    def reply_timeout(self) -> float:
+        """Seconds every Redis connection waits for one reply: APPORTION_REDIS_SOCKET_TIMEOUT,
+        lowered to half the shortest soft time limit (never below :data:`MIN_REPLY_TIMEOUT`).
+
+        A wait on Redis inside a job must end, and be retried, well before the job's soft
+        limit, or the limit lands in it (workers/job_clock.py). Lowering rather than
+        refusing keeps short limits working (tests and small deployments set them alone),
+        and the worker logs the value it uses.
+        """
+        return min(self.redis_socket_timeout, max(MIN_REPLY_TIMEOUT, self.shortest_soft_limit / 2))
 
     def keepalive_options(self) -> dict[int, int]:
         """TCP keepalive options for redis-py and kombu (empty where the OS lacks them)."""

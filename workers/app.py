@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_init, worker_shutdown
+from celery.signals import worker_init, worker_ready, worker_shutdown
 from celery.utils.imports import symbol_by_name
 
 from apportion.config.celeryconfig import broker_transport, celery_config
@@ -17,6 +17,7 @@ from apportion.config.settings import Settings, get_settings
 # (observe), one log line per job and JSON logs (logs).
 from apportion.workers import logs, observe  # noqa: F401
 from apportion.workers.metrics import jobs as job_metrics
+from apportion.workers.redis import reachability
 
 log = logging.getLogger("apportion.workers")
 
@@ -25,6 +26,7 @@ log = logging.getLogger("apportion.workers")
 # names a task module (``include``) or a Request class, rather than importing it: no
 # module of apportion.workers imports apportion.tasks (tests/unit/test_layers.py).
 TASKS = "apportion.tasks:register"
+EVENTS = "apportion.workers.heartbeat:Events"
 
 
 def create_app(
@@ -38,7 +40,8 @@ def create_app(
     """
     register = symbol_by_name(TASKS)
     settings = settings or get_settings()
-    celery = Celery("apportion", set_as_current=False)
+    # Worker events published once each, none into a partition (workers/heartbeat.py).
+    celery = Celery("apportion", set_as_current=False, events=EVENTS)
     conf = celery_config(settings)
     if broker:
         conf["broker_url"] = broker
@@ -134,6 +137,13 @@ def _warm_up(sender: Any) -> None:
         require_gate(sender.app)
         allow_tasks(sender.app)
     settings = get_settings()
+    if settings.reply_timeout < settings.redis_socket_timeout:
+        log.info(
+            "Redis replies are waited for %g s, half the shortest soft time limit, not "
+            "APPORTION_REDIS_SOCKET_TIMEOUT=%g s (a wait on Redis must end before a limit)",
+            settings.reply_timeout,
+            settings.redis_socket_timeout,
+        )
     if settings.metrics_port is not None:
         # Before the fork, so every pool process records into the multiprocess files.
         _metrics_dir = job_metrics.start(settings.metrics_port, settings.metrics_address)
@@ -150,12 +160,20 @@ def _warm_up(sender: Any) -> None:
     gc.freeze()
 
 
-def _remove_metrics_files(sender: Any = None, **_: Any) -> None:
+def _watch_redis(sender: Any = None, **_: Any) -> None:
+    # After the pool has forked (worker_ready): the watch is a thread, and a thread
+    # alive at fork time could hold a lock a pool child then waits on for ever.
+    reachability.watch(reachability.for_broker(get_settings()))
+
+
+def _stop(sender: Any = None, **_: Any) -> None:
+    reachability.watch(None)
     job_metrics.stop(_metrics_dir)
 
 
 worker_init.connect(_warm_up_before_the_pool_forks, weak=False)
-worker_shutdown.connect(_remove_metrics_files, weak=False)
+worker_ready.connect(_watch_redis, weak=False)
+worker_shutdown.connect(_stop, weak=False)
 
 
 app = create_app()

@@ -18,20 +18,32 @@ of those would answer a valid job ``time_limit``, for good. So, in the pool chil
   main process was blocked) is logged and ignored, instead of raising in the pool's
   own loop and killing the child.
 
-Time waiting on Redis is bounded by the clients' socket timeouts (workers/redis/client.py),
-shorter than the limits. The hard limit stays the backstop: it kills the child whatever
-it was doing (a stopped child's hard limit is retried too: workers/broker/requests.py).
+* the soft limit is enforced in the child too: Celery sends it from the main process's
+  event loop, which a partition can hold for as long as Redis is away (each of its
+  commands waits out a socket timeout); the child arms its own timer when a job starts
+  and, if the main process's signal has not come :data:`GRACE` seconds after the soft
+  limit, raises it itself (:func:`job_started`), decided by the same rule. A job gets
+  one soft limit: whichever of the two signals comes second is ignored.
+
+Time waiting on Redis is bounded by the clients' reply timeout (Settings.reply_timeout:
+at most half the shortest soft limit). The hard limit stays the main process's backstop:
+it kills the child whatever it was doing; one that finds the child stopped, on Redis
+time (:func:`infrastructure_since`: waiting on Redis, publishing a solved job, or on its
+way to a retry), or that fires late because the main process's loop was held (a
+partition), requeues the job instead of answering it (workers/broker/requests.py).
 """
 
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import signal
+import struct
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from time import monotonic
+from time import monotonic, time
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -45,12 +57,52 @@ log = logging.getLogger("apportion.tasks")
 # timer's tick) without the limit ceasing to be the engine's.
 TOLERANCE = 0.5
 
+# How long after the soft limit the child waits for the main process's signal before it
+# raises the limit itself: the main process normally signals on time, and a second
+# signal for the same job is ignored, so this only decides who speaks first.
+GRACE = 1.0
+
+
+# Where each pool child says since when it has been on infrastructure time (waiting on
+# Redis, or publishing once the engine is done), for the main process to read when a
+# hard limit fires: killing a child there is an outage's doing, and the job is requeued
+# (workers/broker/requests.py). An anonymous shared mapping made at import, so before
+# the pool forks: a slot per pid modulo SLOTS holds (pid, wall-clock since; 0: engine).
+SLOTS = 4096
+_SLOT = struct.Struct("dd")
+_SHARED = mmap.mmap(-1, SLOTS * _SLOT.size)
+
+
+def _mark(since: float) -> None:
+    pid = os.getpid()
+    _SLOT.pack_into(_SHARED, (pid % SLOTS) * _SLOT.size, float(pid), since)
+
+
+def infrastructure_since(pid: int) -> float | None:
+    """Since when (wall clock) pool child ``pid``'s job has been waiting on Redis or
+    publishing; None while it runs the engine (or when nothing is known of it)."""
+    owner, since = _SLOT.unpack_from(_SHARED, (pid % SLOTS) * _SLOT.size)
+    return since if int(owner) == pid and since > 0 else None
+
 
 class _Clock:
-    __slots__ = ("continued", "depth", "pid", "running", "started", "waited")
+    __slots__ = (
+        "continued",
+        "depth",
+        "done",
+        "gated",
+        "pid",
+        "running",
+        "signalled",
+        "started",
+        "waited",
+    )
 
     def __init__(self) -> None:
         self.running = False
+        self.signalled = False  # this job's soft limit has been raised
+        self.gated = False  # a pool child: billiard's soft-limit handler is behind our gate
+        self.done = False  # the engine has finished: the rest of the job is publishing
         self.started = 0.0
         self.waited = 0.0
         self.depth = 0
@@ -61,21 +113,47 @@ class _Clock:
 _CLOCK = _Clock()
 
 
-def job_started(**_: Any) -> None:
-    """``task_prerun``: a job starts in this process."""
+def job_started(task: Any = None, **_: Any) -> None:
+    """``task_prerun``: a job starts in this process; in a pool child, its own timer for
+    the task's soft limit is armed."""
     clock = _CLOCK
     if clock.pid != os.getpid() and threading.current_thread() is threading.main_thread():
         _install(clock)
     clock.running = True
+    clock.signalled = False
     clock.started = monotonic()
     clock.waited = 0.0
     clock.depth = 0
     clock.continued = False
+    clock.done = False
+    _mark(0.0)
+    soft = soft_limit_of(task)
+    if clock.gated and soft:
+        signal.setitimer(signal.ITIMER_REAL, soft + GRACE)
 
 
 def job_ended(**_: Any) -> None:
     """``task_postrun``: the job ended (answered, retried or failed)."""
     _CLOCK.running = False
+    _mark(0.0)
+    if _CLOCK.gated:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def engine_done() -> None:
+    """The engine has answered: from here to the task's end, the job only publishes, and
+    a hard limit landing there is Redis's doing."""
+    if _CLOCK.running and not _CLOCK.done:
+        _CLOCK.done = True
+        _mark(time())
+
+
+def soft_limit_of(task: Any) -> float | None:
+    """The soft limit a task runs under: its message's (``timelimit`` header), else the
+    task's own."""
+    limits = getattr(getattr(task, "request", None), "timelimit", None) or (None, None)
+    soft = limits[1] if len(limits) > 1 else None
+    return soft or getattr(task, "soft_time_limit", None)
 
 
 @contextmanager
@@ -85,8 +163,12 @@ def waiting_on_redis(what: str) -> Iterator[None]:
     clock = _CLOCK
     clock.depth += 1
     began = monotonic()
+    if clock.depth == 1 and not clock.done:
+        _mark(time())
+    answered = False
     try:
         yield
+        answered = True
     except SoftTimeLimitExceeded as exc:
         raise StoreUnavailable(
             f"{what}: Redis had not answered when the soft time limit fired"
@@ -94,6 +176,13 @@ def waiting_on_redis(what: str) -> Iterator[None]:
     finally:
         clock.depth -= 1
         clock.waited += monotonic() - began
+        if clock.depth == 0 and not clock.done:
+            if answered:
+                _mark(0.0)
+            else:
+                # The job now goes to its retry or requeue, which is Redis's time too
+                # (sending the retry waits on the same Redis that just failed).
+                clock.done = True
 
 
 def engine_seconds() -> float:
@@ -108,7 +197,10 @@ def limit_is_the_engines(soft: float) -> bool:
     clock = _CLOCK
     if not clock.running:
         return True  # not in a worker's job (a test calling the task directly)
-    return not clock.continued and engine_seconds() >= soft - TOLERANCE
+    if not clock.continued and engine_seconds() >= soft - TOLERANCE:
+        return True
+    engine_done()  # the job is retried from here: Redis's time, like any wait on it
+    return False
 
 
 class _SoftLimitGate:
@@ -124,7 +216,25 @@ class _SoftLimitGate:
         if not _CLOCK.running:
             log.warning("a soft time limit arrived after its job had ended; ignored")
             return
+        if _CLOCK.signalled:
+            return  # the child's own timer and the main process's signal: one limit a job
+        _CLOCK.signalled = True
         self.pool(signum, frame)
+
+
+def _own_soft_limit(signum: int, frame: Any) -> None:
+    """SIGALRM in a pool child: the soft limit's time has come (and gone by GRACE) with
+    no signal from the main process, whose loop waits on Redis; raise it here, through
+    the same handlers (and holds) as the main process's signal."""
+    if not _CLOCK.running or _CLOCK.signalled:
+        return
+    log.warning(
+        "the worker's main process did not signal the soft time limit (its loop waits on "
+        "Redis); the pool child raises it itself"
+    )
+    handler = signal.getsignal(signal.SIGUSR1)
+    if callable(handler):
+        handler(signal.SIGUSR1, frame)
 
 
 def _on_continued(signum: int, frame: Any) -> None:
@@ -137,16 +247,22 @@ def _install(clock: _Clock) -> None:
     current = signal.getsignal(signal.SIGUSR1)
     if callable(current) and not isinstance(current, _SoftLimitGate):
         signal.signal(signal.SIGUSR1, _SoftLimitGate(current))
+        clock.gated = True
+        signal.signal(signal.SIGALRM, _own_soft_limit)
     if signal.getsignal(signal.SIGCONT) in (signal.SIG_DFL, None):
         # The process continues whatever the handler; this only notes that it had stopped.
         signal.signal(signal.SIGCONT, _on_continued)
 
 
 __all__ = [
+    "GRACE",
     "TOLERANCE",
+    "engine_done",
     "engine_seconds",
+    "infrastructure_since",
     "job_ended",
     "job_started",
     "limit_is_the_engines",
+    "soft_limit_of",
     "waiting_on_redis",
 ]

@@ -15,8 +15,10 @@ Three things only the worker's main process sees:
   stream holds the job's answer, or nothing at all. Here the answer is the published
   envelope if the job got that far, else a ``time_limit`` rejection published once;
   it is stored as the task's result and the message acknowledged. A child that was
-  stopped (SIGSTOP) when its hard limit came spent none of that time on the job: the
-  job is requeued instead (workers/job_clock.py). If Redis cannot be
+  stopped (SIGSTOP) when its hard limit came spent none of that time on the job, one
+  waiting on Redis (or publishing a solved job) spent Redis's, and a limit that fires
+  late fired when this process's loop came back from waiting on Redis: the job is
+  requeued instead (workers/job_clock.py). If Redis cannot be
   reached for that, Celery's own handling applies.
 
 ``revoked()`` being called from Celery's ``execute_using_pool`` is an internal, and so
@@ -28,12 +30,15 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from time import time
 from typing import Any
 
 from billiard.einfo import ExceptionWithTraceback
 from billiard.exceptions import TimeLimitExceeded, WorkerLostError
 from celery.worker import state
 from celery.worker.request import Request
+
+from apportion.workers.job_clock import infrastructure_since
 
 log = logging.getLogger("apportion.requests")
 
@@ -55,6 +60,34 @@ def _stopped(pid: int | None) -> bool:
         return False
     fields = stat.rsplit(")", 1)[-1].split()
     return bool(fields) and fields[0] in ("T", "t")
+
+
+# Seconds past its time after which a hard limit is taken for one the main process's
+# loop could not fire (it waited on Redis), rather than for the job's size: more than a
+# loaded host delays a timer, less than any reply timeout that holds the loop.
+LATE_HARD_LIMIT = 2.0
+
+
+def _late_by(started: float | None, limit: float) -> float:
+    """How long after ``limit`` seconds from ``started`` (the job's start as Celery's
+    request keeps it, wall clock) it is now; infinite when the start never reached this
+    process (its loop was held since before the child took the job)."""
+    if not started:
+        return float("inf")
+    return time() - started - limit
+
+
+def _not_the_jobs(pid: int | None, started: float | None, limit: float) -> str | None:
+    """Why a hard limit that fired now is not the job's own, if it is not."""
+    if _stopped(pid):
+        return "while its pool child was stopped (SIGSTOP)"
+    since = infrastructure_since(pid) if pid else None
+    if since is not None:
+        return f"while the job had been waiting on Redis for {time() - since:.1f} s"
+    late = _late_by(started, limit)
+    if late > LATE_HARD_LIMIT:
+        return f"{late:.1f} s late, after the worker's loop waited on Redis"
+    return None
 
 
 class GatedRequest(Request):  # type: ignore[misc]
@@ -82,15 +115,20 @@ class GatedRequest(Request):  # type: ignore[misc]
         if soft or state.should_terminate:
             super().on_timeout(soft, timeout)
             return
-        if _stopped(self.worker_pid):
-            # A frozen child spent none of that time on the job (workers/job_clock.py):
-            # the pool kills it all the same, and the job runs again, unanswered.
+        why = _not_the_jobs(self.worker_pid, self.time_start, timeout)
+        if why is not None:
+            # A frozen child spent none of that time on the job; a child waiting on
+            # Redis (or publishing a solved job) spends Redis's; a limit that fires late
+            # fired when this process's loop came back from waiting on Redis (a stall, a
+            # partition), which the child most likely waited on too
+            # (workers/job_clock.py). The pool kills the child all the same, and the job
+            # runs again, unanswered.
             log.warning(
-                "Hard time limit (%ss) reached for %s[%s] while its pool child was "
-                "stopped (SIGSTOP); the job is requeued, not answered",
+                "Hard time limit (%ss) reached for %s[%s] %s; the job is requeued, not answered",
                 timeout,
                 self.name,
                 self.id,
+                why,
             )
             state.task_ready(self)
             self.reject(requeue=True)

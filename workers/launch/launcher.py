@@ -23,6 +23,7 @@ from apportion.config.settings import Settings
 from apportion.contracts import Envelope, ErrorDetail
 from apportion.contracts.events import LaunchOutcomeJob
 from apportion.workers.history.failure_store import FailureHistory
+from apportion.workers.job_clock import waiting_on_redis
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,17 +96,18 @@ def launch_with_retries(
         account = selection["account"]
         request = result["allocation_requests"][selection["chosen"]]
         outcome = launcher.launch(job_id, attempt, account, request)
-        history.record(
-            LaunchOutcomeJob(
-                event_id=f"{job_id}/launch-{attempt}",
-                account=account,
-                outcome="succeeded" if outcome.ok else "failed",
-                at=now(),
-                job_id=job_id,
-                reason=outcome.reason,
-            ),
-            now(),
+        event = LaunchOutcomeJob(
+            event_id=f"{job_id}/launch-{attempt}",
+            account=account,
+            outcome="succeeded" if outcome.ok else "failed",
+            at=now(),
+            job_id=job_id,
+            reason=outcome.reason,
         )
+        # The history's time is Redis's, not the engine's: a soft limit landing in it is
+        # an outage, retried (workers/job_clock.py).
+        with waiting_on_redis("recording a launch attempt"):
+            history.record(event, now())
         tried.append(_attempt(attempt, result, outcome))
         if outcome.ok or attempt == attempts:
             break

@@ -186,10 +186,10 @@ def client_for(
     settings: Settings, *, timeout: float | None = None, retries: int = 6
 ) -> redis.Redis:
     """A client for the settings' ``redis_url`` (Sentinel options included);
-    ``timeout`` defaults to APPORTION_REDIS_SOCKET_TIMEOUT."""
+    ``timeout`` defaults to the settings' reply timeout (Settings.reply_timeout)."""
     return make_redis(
         settings.redis_url,
-        timeout=settings.redis_socket_timeout if timeout is None else timeout,
+        timeout=settings.reply_timeout if timeout is None else timeout,
         retries=retries,
         sentinel_master=settings.sentinel_master,
         sentinel_password=settings.sentinel_secret,
@@ -223,7 +223,7 @@ def get_redis(settings: Settings | None = None) -> redis.Redis:
         s.redis_url,
         s.sentinel_master,
         s.sentinel_secret,
-        s.redis_socket_timeout,
+        s.reply_timeout,
         s.redis_health_check_interval,
         tuple(sorted(s.keepalive_options().items())),
     )

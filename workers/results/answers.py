@@ -36,6 +36,7 @@ import orjson
 from apportion.codec import encode
 from apportion.contracts import Envelope, ErrorInfo
 from apportion.limits import Limits, env_name
+from apportion.workers.job_clock import engine_done
 from apportion.workers.results.publisher import ResultPublisher, ResultRecord
 
 log = logging.getLogger("apportion.answers")
@@ -227,6 +228,7 @@ def hold_soft_limit() -> None:
     replaces it while held.
     """
     global _holding, _guard, _guard_pid, _replaced
+    engine_done()  # what follows is Redis's time (workers/job_clock.py)
     if _holding or threading.current_thread() is not threading.main_thread():
         return
     if _guard_pid != os.getpid():
