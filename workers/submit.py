@@ -22,6 +22,7 @@ from apportion.config.settings import Settings
 from apportion.workers.deadline import DeadlineExceeded, deadline
 from apportion.workers.producer import JobSender, producer_app
 from apportion.workers.redis.client import error_text, redact_url, refusal
+from apportion.workers.results import fast_json
 
 Step = Callable[[str], None]
 
@@ -127,6 +128,7 @@ def bound(app: Any, settings: Settings, timeout: float, connect_retries: int) ->
 def wait(results: Sequence[Any], timeout: float, step: Step, settings: Settings) -> list[Any]:
     """Each result's envelope, in order; ``timeout`` bounds the wait for each next one."""
     envelopes: list[Any] = []
+    fast_json.install()  # answers decoded without kombu's per-object hook
     try:
         for r in results:
             # The backend's own reconnections may overrun ``timeout``: bounded here.
