@@ -18,6 +18,10 @@ the same with the tree of commit REV (exported, its own worker on
 another Redis db), rounds alternating between the trees, so both are measured under
 the same load. Redis's CPU per job over the ``submit`` runs is read from /proc.
 
+``--without direct,publisher,record``: one more worker per piece written over a
+library internal, that piece replaced by the public API it stands in for
+(bench/ablate_site/sitecustomize.py), measured in the same rounds.
+
 ``--profile DIR``: py-spy records the worker's main process and pool child while the
 rounds run (speedscope files in DIR).
 
@@ -29,14 +33,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -57,13 +64,17 @@ class Tree:
     name: str
     pythonpath: str | None
     db: int
+    url: str = ""
     node: Node | None = None
+    without: str = ""  # pieces replaced by the public API (bench/ablate_site)
     figures: dict[str, list[float]] = field(default_factory=dict)
 
     def env(self, url: str) -> dict[str, str]:
         env = {**os.environ, "APPORTION_REDIS_URL": url}
         if self.pythonpath is not None:
             env["PYTHONPATH"] = self.pythonpath
+        if self.without:
+            env["BENCH_WITHOUT"] = self.without
         return env
 
 
@@ -77,11 +88,19 @@ def export(rev: str, into: Path) -> str:
     return str(into / "src")
 
 
-def timed(argv: list[str], env: dict[str, str], out: Path) -> float:
+Parts = dict[str, float]  # wall and CPU seconds by process: wall, caller, main, pool, redis
+
+
+def timed(argv: list[str], env: dict[str, str], out: Path, watch: Callable[[], Parts]) -> Parts:
+    """Wall seconds of one command, and CPU seconds of it and of the processes watched."""
+    before, usage = watch(), resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     with out.open("wb") as sink:
         subprocess.run(argv, stdout=sink, env=env, cwd=ROOT, check=False)
-    return time.perf_counter() - started
+    wall = time.perf_counter() - started
+    after, used = watch(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    caller = used.ru_utime + used.ru_stime - usage.ru_utime - usage.ru_stime
+    return {"wall": wall, "caller": caller, **{k: after[k] - before[k] for k in after}}
 
 
 def check(out: Path, copies: int, candidates: int) -> None:
@@ -93,36 +112,48 @@ def check(out: Path, copies: int, candidates: int) -> None:
 
 
 def per_job(
-    tree: Tree, url: str, command: list[str], files: tuple[Path, Path], n: int, expect: int
-) -> float:
-    """Seconds a job of ``command`` (``solve``/``submit --wait``) costs on ``tree``."""
+    tree: Tree, command: list[str], files: tuple[Path, Path], n: int, expect: int, watch: Any
+) -> Parts:
+    """What a job of ``command`` (``solve``/``submit --wait``) costs on ``tree``, in ms."""
     argv = [sys.executable, "-m", "apportion.cli", *command]
     out = Path(files[0].parent, f"out-{tree.name}.json")
+    env = tree.env(tree.url)
 
     def given(path: Path) -> list[str]:
         return [str(path) if arg == "FILE" else arg for arg in argv]
 
     # The single job twice, the faster kept: a start-up slowed by the machine's load
     # would otherwise come off every job of the array.
-    one = min(timed(given(files[1]), tree.env(url), out) for _ in range(2))
+    one = min((timed(given(files[1]), env, out, watch) for _ in range(2)), key=lambda p: p["wall"])
     check(out, 1, expect)
-    many = timed(given(files[0]), tree.env(url), out)
+    many = timed(given(files[0]), env, out, watch)
     check(out, n, expect)
-    return (many - one) / (n - 1)
+    return {k: (many[k] - one[k]) * 1000 / (n - 1) for k in many}
 
 
-def one_round(
-    tree: Tree, url: str, files: tuple[Path, Path], n: int, expect: int, redis_pid: int
-) -> None:
-    solve = per_job(tree, url, ["solve", "launch_select", "FILE", "--no-pretty"], files, n, expect)
-    redis_before = _cpu_seconds(redis_pid)
-    worker = per_job(
-        tree, url, ["submit", "launch_select", "FILE", "--wait", "--no-pretty"], files, n, expect
-    )
-    redis_ms = (_cpu_seconds(redis_pid) - redis_before) * 1000 / (n + 1)
-    for key, value in (("solve", solve * 1000), ("worker", worker * 1000), ("redis", redis_ms)):
+def one_round(tree: Tree, files: tuple[Path, Path], n: int, expect: int, redis_pid: int) -> None:
+    assert tree.node is not None
+    assert tree.node.proc is not None
+    main = tree.node.proc.pid
+
+    def nothing() -> Parts:
+        return {}
+
+    def worker_side() -> Parts:
+        pool = sum(_cpu_seconds(pid) for pid in _children(main))
+        return {"main": _cpu_seconds(main), "pool": pool, "redis": _cpu_seconds(redis_pid)}
+
+    solve_argv = ["solve", "launch_select", "FILE", "--no-pretty"]
+    solve = per_job(tree, solve_argv, files, n, expect, nothing)
+    submit = ["submit", "launch_select", "FILE", "--wait", "--no-pretty"]
+    worker = per_job(tree, submit, files, n, expect, worker_side)
+    worker["cpu"] = sum(v for k, v in worker.items() if k != "wall")
+    figures = {"solve": solve["wall"], "solve cpu": solve["caller"], "worker": worker["wall"]}
+    figures |= {f"worker {k}": v for k, v in worker.items() if k != "wall"}
+    figures["ratio"] = worker["wall"] / solve["wall"]
+    figures["cpu ratio"] = worker["cpu"] / solve["caller"]
+    for key, value in figures.items():
         tree.figures.setdefault(key, []).append(value)
-    tree.figures.setdefault("ratio", []).append(worker / solve)
 
 
 def _median(values: list[float]) -> str:
@@ -134,14 +165,10 @@ def _median(values: list[float]) -> str:
 
 def report(trees: list[Tree], scenario: str) -> None:
     for tree in trees:
-        f = tree.figures
-        print(
-            f"{scenario:12} {tree.name:7} solve {_median(f['solve'])} ms   "
-            f"submit --wait {_median(f['worker'])} ms   ratio "
-            f"{statistics.median(f['ratio']):.2f} ({min(f['ratio']):.2f}–{max(f['ratio']):.2f})"
-            f"   redis CPU/job ~{statistics.median(f['redis']):.1f} ms",
-            flush=True,
-        )
+        rounds = len(tree.figures["ratio"])
+        print(f"{scenario} {tree.name}, ms a job, median (quartiles) of {rounds} rounds:")
+        for key, values in tree.figures.items():
+            print(f"  {key:14} {_median(values)}", flush=True)
 
 
 def spy(pid: int, into: Path, stack: ExitStack) -> None:
@@ -168,14 +195,16 @@ def run(args: argparse.Namespace, stack: ExitStack, workdir: Path) -> None:
     trees = [Tree("after", after, 0)]
     if args.before:
         trees.insert(0, Tree("before", export(args.before, workdir / "before"), 1))
+    site = str(ROOT / "bench" / "ablate_site")
+    for db, piece in enumerate(args.without.split(",") if args.without else [], start=2):
+        path = site if after is None else f"{after}:{site}"
+        trees.append(Tree(f"without-{piece}", path, db, without=piece))
     base = server.url.rsplit("/", 1)[0]
     for tree in trees:
+        tree.url = f"{base}/{tree.db}"
         argv = [sys.executable, "-m", "apportion.cli", "worker", "-Q", "launch", "-c", "1"]
         argv += ["-n", f"{tree.name}@%h"]
-        env = {"APPORTION_REDIS_URL": f"{base}/{tree.db}"}
-        if tree.pythonpath:
-            env["PYTHONPATH"] = tree.pythonpath
-        tree.node = Node(argv, env, workdir / f"worker-{tree.name}.log")
+        tree.node = Node(argv, tree.env(tree.url), workdir / f"worker-{tree.name}.log")
         tree.node.start()
         stack.callback(tree.node.stop)
         if args.profile:
@@ -191,17 +220,17 @@ def run(args: argparse.Namespace, stack: ExitStack, workdir: Path) -> None:
         files[1].write_text(json.dumps(job))
         for tree in trees:
             tree.figures = {}
-            one_round(tree, f"{base}/{tree.db}", files, args.copies, expect, server.proc.pid)
+            one_round(tree, files, args.copies, expect, server.proc.pid)
             tree.figures = {}  # the first round warms the worker and the caches
         for r in range(args.rounds):
             for tree in trees if r % 2 == 0 else trees[::-1]:
-                url = f"{base}/{tree.db}"
-                one_round(tree, url, files, args.copies, expect, server.proc.pid)
+                one_round(tree, files, args.copies, expect, server.proc.pid)
             print(
                 f"round {r + 1}: "
                 + "   ".join(
-                    f"{t.name} solve {t.figures['solve'][-1]:.1f} ms worker "
-                    f"{t.figures['worker'][-1]:.1f} ms ({t.figures['ratio'][-1]:.2f}x)"
+                    f"{t.name} solve {t.figures['solve'][-1]:.0f} ms worker "
+                    f"{t.figures['worker'][-1]:.0f} ms ({t.figures['ratio'][-1]:.2f}x, CPU "
+                    f"{t.figures['cpu ratio'][-1]:.2f}x)"
                     for t in trees
                 )
                 + f"   load {os.getloadavg()[0]:.1f}",
@@ -216,6 +245,11 @@ def main() -> int:
     parser.add_argument("--copies", type=int, default=5)
     parser.add_argument("--before", help="a commit to measure against, in alternating rounds")
     parser.add_argument("--after", help="a commit to measure instead of the working tree")
+    parser.add_argument(
+        "--without",
+        help="pieces (comma-separated: direct, publisher, record) each measured replaced by "
+        "the public API, as trees of their own (bench/ablate_site)",
+    )
     parser.add_argument("--scenario", choices=["flat", "same_subtree", "both"], default="both")
     parser.add_argument("--profile", help="a directory for py-spy's records of the workers")
     args = parser.parse_args()
