@@ -8,6 +8,7 @@ message phrased for them (the location without its password, never a traceback).
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from time import monotonic
@@ -134,6 +135,9 @@ def wait(results: Sequence[Any], timeout: float, step: Step, settings: Settings)
             # The backend's own reconnections may overrun ``timeout``: bounded here.
             with deadline(timeout + 1.0):
                 envelopes.append(r.get(timeout=timeout, propagate=True))
+            # Each answer is kept until the command prints them all and ends: frozen, the
+            # collector stops walking its (acyclic) objects again in every later pass.
+            gc.freeze()
             step("answered")
     except (CeleryTimeout, DeadlineExceeded):
         raise SubmitFailed(
