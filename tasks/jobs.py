@@ -287,7 +287,7 @@ def _job(self: Task, kind: JobKind, args: tuple[Any, ...], kwargs: dict[str, Any
         envelope = _gate_rejection(kind, self, verdict)
         hold_soft_limit()  # nothing left to solve: see publish_or_retry
         digest = fingerprint(["gate", verdict])
-        return Answer(publish_or_retry(self, get_runtime(), envelope, digest, request))
+        return _answer(publish_or_retry(self, get_runtime(), envelope, digest, request))
     # Any arity is accepted so that a producer's mistake (two jobs in args, the
     # job as a keyword) is answered with a rejected result like any bad job,
     # instead of a TypeError that leaves no result event at all.
@@ -295,11 +295,24 @@ def _job(self: Task, kind: JobKind, args: tuple[Any, ...], kwargs: dict[str, Any
     # in Flower and Celery's log as a short preview (workers/observe.py).
     job = _the_job(args, kwargs)
     if job is not NOT_ONE_JOB:
-        return Answer(execute(self, kind, job, request))
+        return _answer(execute(self, kind, job, request))
     envelope = _bad_arguments(kind, self, args, kwargs)
     hold_soft_limit()
     digest = fingerprint([args, kwargs])
-    return Answer(publish_or_retry(self, get_runtime(), envelope, digest, request))
+    return _answer(publish_or_retry(self, get_runtime(), envelope, digest, request))
+
+
+def _answer(stored: dict[str, Any]) -> Answer:
+    """The task's return value, once the envelope is stored (publish_or_retry): what its
+    readers use — the top level (log line, metrics) and the result's keys (the preview
+    Celery logs and Flower shows; tasks are registered with ``ignore_result``).
+
+    The result's content is left out so that a big answer is freed with the job, while
+    the collector is still paused, instead of being walked by its next pass."""
+    result = stored.get("result")
+    if isinstance(result, dict) and result:
+        return Answer({**stored, "result": dict.fromkeys(result)})
+    return Answer(stored)
 
 
 # A soft time limit held after publishing (answers.hold_soft_limit) ends with the task.
