@@ -8,6 +8,7 @@ on stock Celery, and how apportion scales out.
     .venv/bin/python bench/bench_worker.py profile [--jobs 2000]
     .venv/bin/python bench/bench_worker.py ablate [--jobs 300] [--rounds 5] [--flower]
 
+``--big`` (scale): the 1,000-host flat launch_select job (bench_placement.py) instead.
 ``--disks N`` (any mode): the small job on N disks (1 by default, answered in closed
 form; more go through HiGHS).
 
@@ -145,7 +146,7 @@ def apportion_node(
     url: str, workdir: Path, name: str, concurrency: int, env: dict[str, str] | None = None
 ) -> Node:
     # Exactly what operators run (docs/operations.md, Procfile), nothing added.
-    argv = [sys.executable, "-m", "apportion.cli", "worker", "-Q", "partition"]
+    argv = [sys.executable, "-m", "apportion.cli", "worker", "-Q", KIND_QUEUE[1]]
     argv += ["-c", str(concurrency), "-n", f"{name}@%h"]
     return Node(argv, {"APPORTION_REDIS_URL": url, **(env or {})}, workdir / f"{name}.log")
 
@@ -212,7 +213,9 @@ def small_job(disks: int) -> dict[str, Any]:
     return {**SMALL_PARTITION, "hardware": hardware}
 
 
-# What every round sends (``--disks``).
+# The task and queue apportion's side sends to (``--big``: launch_select on launch).
+KIND_QUEUE = ("apportion.partition", "partition")
+# What every round sends (``--disks``, ``--big``).
 JOB: dict[str, Any] = SMALL_PARTITION
 
 
@@ -615,9 +618,17 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--flower", action="store_true", help="anchor: task events on")
     parser.add_argument("--disks", type=int, default=1, help="the job's disks (1: closed form)")
+    parser.add_argument(
+        "--big", action="store_true", help="scale: the 1,000-host flat launch_select job"
+    )
     args = parser.parse_args()
-    global JOB
+    global JOB, KIND_QUEUE
     JOB = small_job(args.disks)
+    if args.big:
+        from bench.bench_placement import SIMPLE, numa_cloud
+
+        JOB = {"providers": numa_cloud(1000), "request": SIMPLE, "policy": None}
+        KIND_QUEUE = ("apportion.launch_select", "launch")
 
     workdir = Path(tempfile.mkdtemp(prefix="apportion-bench-"))
     server = RedisServer(port=free_port(), workdir=workdir)
