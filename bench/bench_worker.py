@@ -288,7 +288,7 @@ def _sides(bench: Bench) -> tuple[Side, Side, Any, Any]:
     sender = bench.held.enter_context(JobSender(ours))
 
     def send_ours(job: dict[str, Any]) -> str:
-        return str(sender.send("apportion.partition", job).id)
+        return str(sender.send(KIND_QUEUE[0], job).id)
 
     def send_stock(job: dict[str, Any]) -> str:
         return str(stock.send_task("stock.noop", args=[job], queue="stock").id)
