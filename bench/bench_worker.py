@@ -6,7 +6,9 @@ on stock Celery, and how apportion scales out.
     .venv/bin/python bench/bench_worker.py commands [--jobs 300]
     .venv/bin/python bench/bench_worker.py messages [--jobs 50]
     .venv/bin/python bench/bench_worker.py profile [--jobs 2000]
+    .venv/bin/python bench/bench_worker.py ablate [--jobs 300] [--rounds 5] [--flower]
 
+``--big`` (scale): the 1,000-host flat launch_select job (bench_placement.py) instead.
 ``--disks N`` (any mode): the small job on N disks (1 by default, answered in closed
 form; more go through HiGHS).
 
@@ -26,6 +28,11 @@ does (it broadcasts ``enable_events`` every 5 s).
 **scale**: apportion alone, rounds interleaved over the layouts 1, 2 and 4 worker
 processes on one node and two nodes of 1 process each (two ``apportion worker``
 processes, different ``-n``), with Redis's own CPU per job and its busy share.
+
+**ablate**: apportion as it is, apportion without each piece written over a library
+internal (``PIECES``, bench/ablate_site/sitecustomize.py: each replaced by the public
+API it stands in for), and stock Celery's no-op, each on its own db, in round-robin
+rounds: what each piece buys, in one run.
 
 **commands**: Redis commands per job (INFO commandstats after CONFIG RESETSTAT),
 producer and worker apart, for both sides. **messages**: Redis CPU a message costs by
@@ -139,7 +146,7 @@ def apportion_node(
     url: str, workdir: Path, name: str, concurrency: int, env: dict[str, str] | None = None
 ) -> Node:
     # Exactly what operators run (docs/operations.md, Procfile), nothing added.
-    argv = [sys.executable, "-m", "apportion.cli", "worker", "-Q", "partition"]
+    argv = [sys.executable, "-m", "apportion.cli", "worker", "-Q", KIND_QUEUE[1]]
     argv += ["-c", str(concurrency), "-n", f"{name}@%h"]
     return Node(argv, {"APPORTION_REDIS_URL": url, **(env or {})}, workdir / f"{name}.log")
 
@@ -206,7 +213,9 @@ def small_job(disks: int) -> dict[str, Any]:
     return {**SMALL_PARTITION, "hardware": hardware}
 
 
-# What every round sends (``--disks``).
+# The task and queue apportion's side sends to (``--big``: launch_select on launch).
+KIND_QUEUE = ("apportion.partition", "partition")
+# What every round sends (``--disks``, ``--big``).
 JOB: dict[str, Any] = SMALL_PARTITION
 
 
@@ -279,7 +288,7 @@ def _sides(bench: Bench) -> tuple[Side, Side, Any, Any]:
     sender = bench.held.enter_context(JobSender(ours))
 
     def send_ours(job: dict[str, Any]) -> str:
-        return str(sender.send("apportion.partition", job).id)
+        return str(sender.send(KIND_QUEUE[0], job).id)
 
     def send_stock(job: dict[str, Any]) -> str:
         return str(stock.send_task("stock.noop", args=[job], queue="stock").id)
@@ -539,11 +548,68 @@ def run_scale(args: argparse.Namespace, bench: Bench) -> None:
         )
 
 
+# bench/ablate_site/sitecustomize.py: each piece written over a library internal,
+# replaced by the public API it stands in for.
+PIECES = ("direct", "publisher", "record", "events")
+
+
+def _apportion_side(bench: Bench, db: int, name: str, node: Node) -> tuple[Side, Any]:
+    app = producer_app(Settings(redis_url=bench.url(db)))
+    sender = bench.held.enter_context(JobSender(app))
+
+    def send(job: dict[str, Any]) -> str:
+        return str(sender.send("apportion.partition", job).id)
+
+    return Side(name, send, [node]), app
+
+
+def run_ablate(args: argparse.Namespace, bench: Bench) -> None:
+    """apportion, apportion without each piece, and stock Celery's no-op, round-robin."""
+    _a, stock_side, _ours, _stock = _sides(bench)
+    site = str(ROOT / "bench" / "ablate_site")
+    sides: list[Side] = []
+    apps: list[Any] = []
+    for db, piece in enumerate(("", *PIECES), start=2):
+        env = {"PYTHONPATH": site, "BENCH_WITHOUT": piece} if piece else {}
+        name = f"without-{piece}" if piece else "apportion"
+        node = bench.started(apportion_node(bench.url(db), bench.workdir, name, 2, env))
+        side, app = _apportion_side(bench, db, name, node)
+        sides.append(side)
+        apps.append(app)
+    s_node = bench.started(stock_node(bench.url(1), bench.workdir, 2))
+    sides.append(Side("stock", stock_side.send, [s_node]))
+    client = bench.server.client()
+    for side in sides:
+        one_round(client, bench.redis_pid, side, args.warmup, f"warm-{side.name}")
+    results: dict[str, list[Round]] = {side.name: [] for side in sides}
+    for r in range(args.rounds):
+        for side in sides if r % 2 == 0 else sides[::-1]:
+            if args.flower:
+                for app in apps:  # what Flower does on start and every 5 s after
+                    app.control.enable_events()
+            results[side.name].append(
+                one_round(client, bench.redis_pid, side, args.jobs, f"{side.name}{r}")
+            )
+        print(
+            f"round {r + 1}: "
+            + "  ".join(f"{k} {v[-1].rate:.0f}" for k, v in results.items())
+            + f"  load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
+    full = results["apportion"]
+    for name, rounds in results.items():
+        pairs = [a.rate / b.rate for a, b in zip(full, rounds, strict=True)]
+        print(
+            f"{name:18} jobs/s {_spread([r.rate for r in rounds])}; CPU {_cpu_line(rounds)}; "
+            f"apportion/this per round {_spread(pairs)}"
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument(
         "what",
-        choices=("anchor", "scale", "commands", "messages", "profile"),
+        choices=("anchor", "scale", "commands", "messages", "profile", "ablate"),
         nargs="?",
         default="anchor",
     )
@@ -552,9 +618,17 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--flower", action="store_true", help="anchor: task events on")
     parser.add_argument("--disks", type=int, default=1, help="the job's disks (1: closed form)")
+    parser.add_argument(
+        "--big", action="store_true", help="scale: the 1,000-host flat launch_select job"
+    )
     args = parser.parse_args()
-    global JOB
+    global JOB, KIND_QUEUE
     JOB = small_job(args.disks)
+    if args.big:
+        from bench.bench_placement import SIMPLE, numa_cloud
+
+        JOB = {"providers": numa_cloud(1000), "request": SIMPLE, "policy": None}
+        KIND_QUEUE = ("apportion.launch_select", "launch")
 
     workdir = Path(tempfile.mkdtemp(prefix="apportion-bench-"))
     server = RedisServer(port=free_port(), workdir=workdir)
@@ -567,6 +641,7 @@ def main() -> int:
             "commands": run_commands,
             "messages": run_messages,
             "profile": run_profile,
+            "ablate": run_ablate,
         }
         modes[args.what](args, bench)
     finally:

@@ -26,6 +26,7 @@ from apportion.tasks.hooks import hooks_for
 from apportion.workers.broker.gate import VERDICT_HEADER
 from apportion.workers.job_clock import engine_seconds, job_ended, job_started, limit_is_the_engines
 from apportion.workers.observe import PREVIEW_MAX, Answer
+from apportion.workers.results import fast_json
 from apportion.workers.results.answers import (
     bounded,
     fingerprint,
@@ -35,6 +36,7 @@ from apportion.workers.results.answers import (
     settle_recorded,
 )
 from apportion.workers.results.celery_result import can_record, success_record
+from apportion.workers.results.collector import collector_paused
 from apportion.workers.runtime import PoliciesRead, Runtime, get_runtime
 
 log = logging.getLogger("apportion.tasks")
@@ -266,30 +268,51 @@ def _bad_arguments(
 
 def _make(kind: JobKind) -> Any:
     def job_task(self: Task, *args: Any, **kwargs: Any) -> Answer:
-        request = self.request  # one look-up of Celery's request stack for the whole job
-        verdict = getattr(request, VERDICT_HEADER, None)
-        if verdict is not None:
-            envelope = _gate_rejection(kind, self, verdict)
-            hold_soft_limit()  # nothing left to solve: see publish_or_retry
-            digest = fingerprint(["gate", verdict])
-            return Answer(publish_or_retry(self, get_runtime(), envelope, digest, request))
-        # Any arity is accepted so that a producer's mistake (two jobs in args, the
-        # job as a keyword) is answered with a rejected result like any bad job,
-        # instead of a TypeError that leaves no result event at all.
-        # The envelope is returned as an Answer: stored as the envelope itself, shown
-        # in Flower and Celery's log as a short preview (workers/observe.py).
-        job = _the_job(args, kwargs)
-        if job is not NOT_ONE_JOB:
-            return Answer(execute(self, kind, job, request))
-        envelope = _bad_arguments(kind, self, args, kwargs)
-        hold_soft_limit()
-        digest = fingerprint([args, kwargs])
-        return Answer(publish_or_retry(self, get_runtime(), envelope, digest, request))
+        # The collector paused for the whole job, as `apportion solve` pauses it
+        # (workers/results/collector.py); the body's decoding is paused too (fast_json).
+        with collector_paused():
+            return _job(self, kind, args, kwargs)
 
     job_task.__name__ = kind.name
     job_task.__qualname__ = kind.name
     job_task.__doc__ = f"Run one {kind.name} job ({kind.summary}) and publish its result event."
     return job_task
+
+
+def _job(self: Task, kind: JobKind, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Answer:
+    """One job's answer (``job_task``'s body)."""
+    request = self.request  # one look-up of Celery's request stack for the whole job
+    verdict = getattr(request, VERDICT_HEADER, None)
+    if verdict is not None:
+        envelope = _gate_rejection(kind, self, verdict)
+        hold_soft_limit()  # nothing left to solve: see publish_or_retry
+        digest = fingerprint(["gate", verdict])
+        return _answer(publish_or_retry(self, get_runtime(), envelope, digest, request))
+    # Any arity is accepted so that a producer's mistake (two jobs in args, the
+    # job as a keyword) is answered with a rejected result like any bad job,
+    # instead of a TypeError that leaves no result event at all.
+    # The envelope is returned as an Answer: stored as the envelope itself, shown
+    # in Flower and Celery's log as a short preview (workers/observe.py).
+    job = _the_job(args, kwargs)
+    if job is not NOT_ONE_JOB:
+        return _answer(execute(self, kind, job, request))
+    envelope = _bad_arguments(kind, self, args, kwargs)
+    hold_soft_limit()
+    digest = fingerprint([args, kwargs])
+    return _answer(publish_or_retry(self, get_runtime(), envelope, digest, request))
+
+
+def _answer(stored: dict[str, Any]) -> Answer:
+    """The task's return value, once the envelope is stored (publish_or_retry): what its
+    readers use — the top level (log line, metrics) and the result's keys (the preview
+    Celery logs and Flower shows; tasks are registered with ``ignore_result``).
+
+    The result's content is left out so that a big answer is freed with the job, while
+    the collector is still paused, instead of being walked by its next pass."""
+    result = stored.get("result")
+    if isinstance(result, dict) and result:
+        return Answer({**stored, "result": dict.fromkeys(result)})
+    return Answer(stored)
 
 
 # A soft time limit held after publishing (answers.hold_soft_limit) ends with the task.
@@ -305,6 +328,7 @@ GATED_REQUEST = "apportion.workers.broker.requests:GatedRequest"
 
 def register(app: Celery, settings: Settings) -> None:
     """Register one task per registered job kind on ``app``, with its time limits."""
+    fast_json.install()  # job bodies decoded without kombu's per-object hook
     for kind in kinds.REGISTRY.values():
         hooks_for(kind.hooks)  # an unknown hook stops the worker here, not on a job
         limit = settings.time_limit(kind)

@@ -8,6 +8,7 @@ message phrased for them (the location without its password, never a traceback).
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from time import monotonic
@@ -22,6 +23,7 @@ from apportion.config.settings import Settings
 from apportion.workers.deadline import DeadlineExceeded, deadline
 from apportion.workers.producer import JobSender, producer_app
 from apportion.workers.redis.client import error_text, redact_url, refusal
+from apportion.workers.results import fast_json
 
 Step = Callable[[str], None]
 
@@ -127,11 +129,15 @@ def bound(app: Any, settings: Settings, timeout: float, connect_retries: int) ->
 def wait(results: Sequence[Any], timeout: float, step: Step, settings: Settings) -> list[Any]:
     """Each result's envelope, in order; ``timeout`` bounds the wait for each next one."""
     envelopes: list[Any] = []
+    fast_json.install()  # answers decoded without kombu's per-object hook
     try:
         for r in results:
             # The backend's own reconnections may overrun ``timeout``: bounded here.
             with deadline(timeout + 1.0):
                 envelopes.append(r.get(timeout=timeout, propagate=True))
+            # Each answer is kept until the command prints them all and ends: frozen, the
+            # collector stops walking its (acyclic) objects again in every later pass.
+            gc.freeze()
             step("answered")
     except (CeleryTimeout, DeadlineExceeded):
         raise SubmitFailed(

@@ -19,7 +19,8 @@
 // 3. The message is LPUSHed onto the queue's Redis list (the queue name: attach,
 //    launch, partition or events); kombu workers BRPOP from the other end.
 // 4. The answer arrives as an entry on the stream apportion:results:<kind> carrying
-//    job_id, kind, status and envelope (the JSON envelope), once per idempotency key:
+//    job_id, kind, status and envelope (the JSON envelope; over 64 KiB, envelope_key:
+//    the result backend key that holds it), once per idempotency key:
 //    the job's job_id, or for a launch_outcome its event_id. We read the stream from
 //    where it ended before we sent (an older entry for the same key is not this job's
 //    answer). A key answered before publishes nothing new; the answer to this very
@@ -157,9 +158,13 @@ export async function submitAndWait(client, kind, job, { timeoutMs = 60000 } = {
     for (const { messages } of reply ?? []) {
       for (const { id, message } of messages) {
         lastId = id;
-        if (message.job_id === key) {
+        if (message.job_id !== key) continue;
+        if (message.envelope !== undefined) {
           return { taskId, entryId: id, envelope: JSON.parse(message.envelope) };
         }
+        // An envelope over 64 KiB is kept once, in the result backend key the entry names.
+        const held = await client.get(message.envelope_key);
+        if (held !== null) return { taskId, entryId: id, envelope: JSON.parse(held).result };
       }
     }
     const envelope = await storedAnswer(client, taskId);

@@ -56,9 +56,10 @@ class Limits(BaseModel):
     # a worker's main process decodes before a job reaches a pool child. The largest
     # real jobs (tens of thousands of providers or pools) hold a few million.
     max_json_items: int = Field(5_000_000, gt=0)
-    # A result envelope as JSON: it is stored twice in Redis (result stream and result
-    # backend) for a day. launch_select stops adding candidates before it is reached
-    # (the result says so); any other kind over it is answered rejected/result_too_large.
+    # A result envelope as JSON: it is stored in Redis for a day, twice (result stream
+    # and result backend) up to 64 KiB, once past that (workers/results/publisher.py).
+    # launch_select stops adding candidates before it is reached (the result says so);
+    # any other kind over it is answered rejected/result_too_large.
     max_envelope_bytes: int = Field(8 * 1024 * 1024, gt=1024)
     # launch_outcome: how far ahead of the worker's clock an event's `at` may be (clock
     # skew between hosts); a later one would count in every failure window until then.

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from apportion.kinds.builtin import BUILTIN
+from bench.bench_placement import SIMPLE, numa_cloud
 from tests.conftest import EXAMPLES, load_example
 from tests.integration.test_interop import NODE_PRODUCER, _node
 from tests.support.gen_docs import without_timing
@@ -114,6 +115,34 @@ def test_the_pages_producer_gets_the_examples_envelope_from_the_result_stream(ru
     expected = json.loads((EXAMPLES / "partition.envelope.json").read_text())
     expected["job_id"] = job["job_id"]
     assert without_timing(out["envelope"]) == without_timing(expected)
+
+
+@pytest.mark.parametrize("run", LANGUAGES, indirect=True)
+def test_the_pages_producer_reads_a_big_envelope_the_stream_entry_refers_to(
+    run: Run, redis_server: RedisServer
+) -> None:
+    # 100 hosts of 2 NUMA nodes and one sharing disk: 400 candidates, ~150 KB of JSON.
+    job = {"job_id": f"page-{uuid.uuid4()}", "providers": numa_cloud(100), "request": SIMPLE}
+
+    proc = run("launch_select", job)
+
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["source"] == "stream"
+    assert out["envelope"]["status"] == "ok"
+    assert len(out["envelope"]["result"]["allocation_requests"]) == 400
+    # Kept once: in the result backend, which the stream entry names.
+    client = redis_server.client()
+    [(_, fields)] = [
+        (i, f)
+        for i, f in client.xrange("apportion:results:launch_select")
+        if f[b"job_id"] == job["job_id"].encode()
+    ]
+    key = f"celery-task-meta-{out['task_id']}"
+    assert b"envelope" not in fields
+    assert fields[b"envelope_key"] == key.encode()
+    assert json.loads(client.get(key))["result"] == out["envelope"]
+    assert client.ttl(key) > 86_400 - 60  # as long as the stream keeps its entries
 
 
 @pytest.mark.parametrize("run", LANGUAGES, indirect=True)

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from bench.bench_placement import SIMPLE, numa_cloud
 from tests.acceptance.cli import APPORTION, apportion
 from tests.conftest import load_example, running
 from tests.integration.conftest import worker_env
@@ -262,3 +263,28 @@ def test_flower_follows_the_workers_as_the_worker_user(
         os.killpg(flower.pid, signal.SIGTERM)
         flower.wait(20)
     assert [(d["reason"], d["object"]) for d in denied(server)] == []
+
+
+def test_the_subscriber_user_reads_a_big_envelope_the_stream_entry_refers_to(
+    server: RedisServer, worker: Worker
+) -> None:
+    # 100 hosts: 400 candidates, an answer over the 64 KiB kept once, in the backend.
+    job_id = f"acl-big-{uuid.uuid4()}"
+    job = {"job_id": job_id, "providers": numa_cloud(100), "request": SIMPLE}
+
+    submitted = apportion(
+        "submit", "launch_select", "-", "--wait", stdin=json.dumps(job), env=env(server, "producer")
+    )
+    events = apportion(
+        "events",
+        *("--kind", "launch_select", "--group", f"big-{uuid.uuid4()}", "--json"),
+        *("--idle-exit", "3"),
+        env=env(server, "subscriber"),
+    )
+
+    assert submitted.returncode == 0, submitted.stderr
+    assert len(json.loads(submitted.stdout)["result"]["allocation_requests"]) == 400
+    [line] = [json.loads(x) for x in events.stdout.splitlines() if job_id in x]
+    assert "envelope_key" in line
+    assert len(line["envelope"]["result"]["allocation_requests"]) == 400
+    assert denied(server) == []

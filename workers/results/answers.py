@@ -52,20 +52,41 @@ def fingerprint(job: Any) -> str:
 
     The digest of the job's compact JSON with sorted keys, as ``json.dumps`` writes it
     (markers written by earlier versions hold the same digests). orjson writes the same
-    bytes ten times faster for everything but floats (``1e+16`` against ``1e16``) and
-    NaN (``null``), so its text is used unless it may hold either: a digit followed by
-    ``.``, ``e`` or ``E``, or a ``null``, anywhere, even inside a string, sends the job
-    the slow way. Values orjson refuses (integers over 64 bits, keys that are not
-    strings, lone surrogates) go the slow way too; tests/unit/service/test_answers.py
-    compares both ways on generated JSON.
+    bytes ten times faster, with two exceptions: a float in exponent form (``1e+16``
+    against ``1e16``) and NaN or an infinity (``null``, where ``json.dumps`` writes
+    ``NaN``/``Infinity``). So orjson's text is used unless :func:`_as_json_dumps_writes`
+    finds it may hold either; values orjson refuses (integers over 64 bits, keys that
+    are not strings, lone surrogates) go the slow way too.
+    tests/unit/service/test_answers.py compares both ways on generated JSON.
     """
     try:
         text = orjson.dumps(job, option=_ORJSON_OPTIONS)
     except TypeError:  # orjson.JSONEncodeError included
         text = b""
-    if not text or maybe_float_or_nan(text):
+    if not text or not _as_json_dumps_writes(text, job):
         text = _json_dumps_text(job)
     return hashlib.blake2b(text, digest_size=16).hexdigest()
+
+
+def _as_json_dumps_writes(text: bytes, job: Any) -> bool:
+    """Whether orjson's ``text`` of ``job`` is what ``json.dumps`` writes (sorted, compact).
+
+    Without a digit followed by ``e``/``E`` (anywhere, even inside a string) no float is
+    in exponent form in orjson's text; without ``0.0000`` none is one that ``json.dumps``
+    writes in exponent form and orjson does not (``1e-05`` against ``0.00001``); and both
+    write a float's shortest digits the same way. A ``null``
+    is ``None`` or a NaN or an infinity: the text decoded again equals the job only when
+    every one of them was ``None`` (a NaN or an infinity comes back as ``None``, unequal).
+    """
+    zeros = text.translate(_DIGITS_AS_ZERO)
+    if b"0e" in zeros or b"0E" in zeros or b"0.0000" in zeros:
+        return False
+    if b"null" not in zeros:
+        return True
+    try:
+        return bool(orjson.loads(text) == job)
+    except orjson.JSONDecodeError:
+        return False
 
 
 # What orjson writes natively but json.dumps refuses or writes otherwise (dataclasses,

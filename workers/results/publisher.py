@@ -21,6 +21,15 @@ The same script can store the task's result in Celery's Redis result backend (a
 written and announced on the key's channel exactly as Celery's backend does it, when
 the event goes out: the job's answer reaches the stream and the backend in the one
 round trip, instead of three (tasks/jobs.py).
+
+One copy of a big envelope: an envelope of more than :data:`INLINE_MAX_BYTES` of JSON
+stored with its result record is kept once, in the record. Its stream entry carries
+``envelope_key`` (the record's key, a Celery result whose ``result`` is the envelope)
+in place of ``envelope`` (docs/contract.md, "Waiting for the answer"); the record is
+then kept at least as long as the stream keeps its entries. A waiting caller gets the
+envelope in the record's PUBLISH, as before, and Redis holds, receives and copies the
+body once instead of twice. A smaller envelope is on both, as the record is when the
+task cannot write it with the event.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import orjson
 import redis
 from redis.backoff import NoBackoff
 from redis.connection import ConnectionInterface
@@ -68,14 +78,39 @@ return {1, id}
 _PUBLISH_ONCE_SHA = hashlib.sha1(_PUBLISH_ONCE.encode()).hexdigest()
 
 
-def event_fields(envelope: Envelope, text: str | bytes | None = None) -> dict[str, Any]:
-    """The stream entry: flat fields for filtering plus the whole envelope as JSON."""
-    return {
+# Envelopes larger than this (JSON bytes) are kept once, in their result record (module
+# doc): at this size an envelope's second copy costs Redis more than a reader's GET.
+INLINE_MAX_BYTES = 64 * 1024
+# The stream entry's field naming the result record that holds its envelope.
+ENVELOPE_KEY = "envelope_key"
+
+
+def event_fields(
+    envelope: Envelope, text: str | bytes | None = None, envelope_key: str | None = None
+) -> dict[str, Any]:
+    """The stream entry: flat fields for filtering plus the whole envelope as JSON, or
+    with ``envelope_key`` the key of the result record that holds it."""
+    fields: dict[str, Any] = {
         "job_id": envelope.job_id or "",
         "kind": envelope.kind,
         "status": envelope.status,
-        "envelope": encode_text(envelope.as_dict()) if text is None else text,
     }
+    if envelope_key is not None:
+        fields[ENVELOPE_KEY] = envelope_key
+    else:
+        fields["envelope"] = encode_text(envelope.as_dict()) if text is None else text
+    return fields
+
+
+def recorded_envelope(stored: bytes | str | None) -> dict[str, Any] | None:
+    """The envelope in a result record's JSON (None: no record, or not a SUCCESS)."""
+    if stored is None:
+        return None
+    meta = orjson.loads(stored)
+    if not isinstance(meta, dict) or meta.get("status") != "SUCCESS":
+        return None
+    envelope: dict[str, Any] = meta["result"]
+    return envelope
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +231,14 @@ class StreamPublisher(_Publisher):
         keys = (
             [marker, stream, counter] if record is None else [marker, stream, counter, record.key]
         )
+        record_ttl: Any = ""
+        held_by_record = None
+        if record is not None:
+            record_ttl = record.ttl
+            if text is not None and len(text) > INLINE_MAX_BYTES:
+                held_by_record = record.key
+                # The entry refers to the record: it lives as long as the entry may.
+                record_ttl = max(record.ttl, self._max_age)
         args: list[Any] = [
             len(keys),
             *keys,
@@ -203,11 +246,11 @@ class StreamPublisher(_Publisher):
             self._maxlen,
             min_stream_id(self._max_age),
             fingerprint,
-            "" if record is None else record.ttl,
+            record_ttl,
             "" if record is None else record.value,
             trimmed_ttl(self._max_age),
         ]
-        for k, v in event_fields(envelope, text).items():
+        for k, v in event_fields(envelope, text, held_by_record).items():
             args += [k, v]
         try:
             with self._lock:
@@ -230,8 +273,17 @@ class StreamPublisher(_Publisher):
             raise StoreUnavailable(f"could not read result event {entry_id}: {exc}") from exc
         if not found:
             return None
-        envelope: dict[str, Any] = json.loads(found[0][1][b"envelope"])
-        return envelope
+        fields = found[0][1]
+        key = fields.get(ENVELOPE_KEY.encode())
+        if key is None:
+            envelope: dict[str, Any] = json.loads(fields[b"envelope"])
+            return envelope
+        try:
+            return recorded_envelope(self._client.get(key))
+        except REDIS_ERRORS as exc:
+            if not is_outage(exc):
+                raise
+            raise StoreUnavailable(f"could not read result record {key!r}: {exc}") from exc
 
     def _connect(self) -> ConnectionInterface:
         pid = os.getpid()

@@ -29,7 +29,7 @@ import os
 import socket
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import redis
@@ -37,6 +37,7 @@ import redis
 from apportion.errors import StoreUnavailable
 from apportion.workers.redis.client import REDIS_ERRORS, is_outage
 from apportion.workers.redis.keys import SUBSCRIBER_GROUP
+from apportion.workers.results.publisher import ENVELOPE_KEY, recorded_envelope
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,9 @@ class StreamEvent:
     stream: str
     entry_id: str
     fields: dict[str, str]
+    # The envelope, read from the result record an entry refers to (``envelope_key``:
+    # a big envelope is kept once, there; workers/results/publisher.py).
+    recorded: dict[str, Any] | None = None
 
     @property
     def job_id(self) -> str:
@@ -58,8 +62,28 @@ class StreamEvent:
         return self.fields.get("status", "")
 
     def envelope(self) -> dict[str, Any]:
+        if self.recorded is not None:
+            return self.recorded
         payload: dict[str, Any] = json.loads(self.fields.get("envelope", "{}"))
         return payload
+
+
+def with_envelopes(client: redis.Redis, events: list[StreamEvent]) -> list[StreamEvent]:
+    """``events``, those whose entry refers to a result record with its envelope read
+    from it (one MGET for all). A record gone (expired) leaves the event without one."""
+    refer = [e for e in events if ENVELOPE_KEY in e.fields and "envelope" not in e.fields]
+    if not refer:
+        return events
+    try:
+        stored: Any = client.mget([e.fields[ENVELOPE_KEY] for e in refer])
+    except REDIS_ERRORS as exc:
+        if not is_outage(exc):
+            raise
+        raise StoreUnavailable(str(exc)) from exc
+    found = {id(e): recorded_envelope(value) for e, value in zip(refer, stored or [], strict=False)}
+    return [
+        replace(e, recorded=found[id(e)]) if found.get(id(e)) is not None else e for e in events
+    ]
 
 
 def default_consumer_name() -> str:
@@ -144,7 +168,7 @@ class StreamSubscriber:
                 if not is_outage(exc):
                     raise
                 raise StoreUnavailable(str(exc)) from exc
-        return out
+        return with_envelopes(self._client, out)
 
     def positions(self) -> list[GroupPosition]:
         """Where the group stands on each stream (after :meth:`ensure_groups`)."""
@@ -319,7 +343,7 @@ class StreamReader:
                         fields={_text(k): _text(v) for k, v in raw.items()},
                     )
                 )
-        return out
+        return with_envelopes(self._client, out)
 
     def ack(self, event: StreamEvent) -> None:
         """Nothing to acknowledge without a group."""

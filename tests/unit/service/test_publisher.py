@@ -207,3 +207,55 @@ def test_the_memory_publisher_never_claims_a_record() -> None:
 
     assert done.new
     assert not done.recorded
+
+
+def big_envelope(job_id: str) -> Envelope:
+    return Envelope(
+        job_id=job_id,
+        kind="launch_select",
+        status="ok",
+        result={"candidates": ["x" * 100] * 1000},  # ~100 KB of JSON
+        engine_version="0.1.0",
+        elapsed_ms=1.0,
+    )
+
+
+def test_a_big_envelope_is_kept_once_in_its_record_which_the_entry_names(
+    client: fakeredis.FakeRedis,
+) -> None:
+    big = big_envelope("job-1")
+    text = json.dumps(big.as_dict()).encode()
+    value = b'{"status": "SUCCESS", "result": ' + text + b"}"
+    pub = StreamPublisher(client, Keys(), maxlen=1000, dedup_ttl=60, max_age_seconds=7200)
+
+    done = pub.publish_once(
+        big, "fp", text, record=ResultRecord(key="celery-task-meta-t1", value=value, ttl=300)
+    )
+
+    assert done.recorded
+    [(entry_id, fields)] = client.xrange("apportion:results:launch_select")
+    assert b"envelope" not in fields
+    assert fields[b"envelope_key"] == b"celery-task-meta-t1"
+    assert fields[b"status"] == b"ok"
+    assert client.get("celery-task-meta-t1") == value
+    assert 7190 < client.ttl("celery-task-meta-t1") <= 7200  # as long as the entry lives
+    # A redelivered job is answered from the record the entry names.
+    assert pub.published_envelope("launch_select", entry_id.decode()) == big.as_dict()
+
+
+def test_a_small_envelope_or_one_without_a_record_stays_on_the_stream(
+    client: fakeredis.FakeRedis,
+) -> None:
+    big = big_envelope("job-2")
+    small = envelope("job-3")
+    pub = publisher(client)
+    record = ResultRecord(key="celery-task-meta-t3", value=b'{"status": "SUCCESS"}', ttl=300)
+
+    pub.publish_once(big, "fp", json.dumps(big.as_dict()).encode())
+    pub.publish_once(small, "fp", json.dumps(small.as_dict()).encode(), record=record)
+
+    entries = {f[b"job_id"]: f for _, f in client.xrange("apportion:results:launch_select")}
+    assert json.loads(entries[b"job-2"][b"envelope"]) == big.as_dict()
+    [(_, small_fields)] = client.xrange("apportion:results:partition")
+    assert json.loads(small_fields[b"envelope"]) == small.as_dict()
+    assert 290 < client.ttl("celery-task-meta-t3") <= 300

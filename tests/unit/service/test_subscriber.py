@@ -47,3 +47,27 @@ def test_entries_abandoned_by_a_dead_consumer_are_claimed_by_another() -> None:
     claimed = other.read(count=10, block_ms=None)
 
     assert [e.job_id for e in claimed] == ["j0", "j1"]
+
+
+def test_an_entry_naming_the_record_of_its_envelope_is_read_with_that_envelope() -> None:
+    client = fakeredis.FakeRedis()
+    client.set("celery-task-meta-t1", '{"status": "SUCCESS", "result": {"job_id": "big"}}')
+    client.xadd(
+        STREAM,
+        {
+            "job_id": "big",
+            "kind": "partition",
+            "status": "ok",
+            "envelope_key": "celery-task-meta-t1",
+        },
+    )
+    client.xadd(
+        STREAM, {"job_id": "gone", "kind": "partition", "status": "ok", "envelope_key": "x"}
+    )
+    fill(client, 1)
+    sub = StreamSubscriber(client, [STREAM], consumer="c1")
+    sub.ensure_groups()
+
+    events = sub.read(count=10, block_ms=None)
+
+    assert [e.envelope() for e in events] == [{"job_id": "big"}, {}, {}]

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import gc
+import json
 from typing import Any
 
+import pytest
 from celery.utils.saferepr import saferepr
 
 from apportion.config.settings import Settings
 from apportion.engine import Context, run
+from apportion.tasks import jobs
 from apportion.workers.app import create_app
 from apportion.workers.history.failure_store import MemoryFailureStore
 from apportion.workers.observe import PREVIEW_MAX, Answer
@@ -84,7 +88,11 @@ def test_a_job_task_finds_its_request_once_and_answers_under_its_task_id() -> No
     assert isinstance(answer, Answer)
     assert answer.envelope["job_id"] == "task-1"
     assert [e.job_id for e in publisher.envelopes()] == ["task-1"]
-    assert task.backend.get_result("task-1") == answer.envelope
+    stored = task.backend.get_result("task-1")
+    assert stored == json.loads(publisher.events[0]["envelope"])
+    # The task's return value (its log line, metrics, Flower's preview) keeps the
+    # result's keys, not its content: the whole answer is stored already.
+    assert answer.envelope == {**stored, "result": dict.fromkeys(stored["result"])}
 
 
 def test_a_job_task_given_its_job_as_a_json_string_rejects_it_as_no_object() -> None:
@@ -109,3 +117,31 @@ def test_a_job_task_given_its_job_as_a_json_string_rejects_it_as_no_object() -> 
     assert (
         answer.envelope["error"]["message"] == "$: a partition job must be a JSON object, got str"
     )
+
+
+def test_a_job_task_runs_with_the_collector_paused_as_solve_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = Settings()
+    app = create_app(settings, broker="memory://", backend="cache+memory://")
+    task = app.tasks["apportion.partition"]
+    set_runtime(
+        Runtime(settings=settings, publisher=MemoryPublisher(), failures=MemoryFailureStore())
+    )
+    seen: list[bool] = []
+
+    def engine(*args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.isenabled())
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(jobs, "run", engine)
+    task.push_request(id="task-2", args=[], kwargs={})
+    try:
+        answer = task.run(SMALL)
+    finally:
+        task.pop_request()
+        set_runtime(None)
+
+    assert answer.envelope["status"] == "ok"
+    assert seen == [False]  # paused while the job ran
+    assert gc.isenabled()  # and running again once it was answered

@@ -1,0 +1,61 @@
+"""kombu's JSON decoder, replaced by orjson wherever the two give the same data.
+
+Every JSON text Celery decodes goes through kombu's serializer registry: a job's body in
+the pool child, a result in ``AsyncResult.get()`` (``apportion submit --wait``). kombu
+decodes with the standard library and an ``object_hook`` that calls back into Python
+for every JSON object, to turn ``{"__type__": …, "__value__": …}`` objects back into
+the Python types kombu's encoder wrote them for. A big job or a big answer holds tens
+of thousands of objects: that hook costs more than the parsing itself, and kombu's
+decoding of a launch_select answer with thousands of candidates was the largest
+single step of a caller's wait.
+
+:func:`install` registers :func:`loads` for ``application/json`` through kombu's
+public ``register`` (the encoder stays kombu's). It answers as kombu's does:
+
+* a text that mentions ``"__type__"`` anywhere (even inside a string) is decoded by
+  kombu, hook and all;
+* a text orjson refuses and the standard library accepts (``NaN``, ``Infinity``,
+  integers beyond 64 bits, lone surrogates) is decoded by kombu too, so it reaches
+  the task exactly as before (where the engine rejects what it must, with its path);
+* everything else is plain JSON, which both decode to equal values.
+
+The collector is paused while a text is decoded, as ``apportion solve`` pauses it
+while reading its input: a decode allocates containers that all stay alive and hold
+no cycle, and the collections they trigger walk them again and again and free
+nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from kombu.serialization import register
+from kombu.utils import json as kombu_json
+
+from apportion.workers.results.collector import collector_paused
+
+CONTENT_TYPE = "application/json"
+_MARKER = "__type__"
+
+
+def loads(data: str | bytes | bytearray | memoryview) -> Any:
+    """``data`` decoded as kombu's JSON decoder decodes it (module doc)."""
+    if isinstance(data, memoryview | bytearray):
+        data = bytes(data)
+    marked = (_MARKER.encode() in data) if isinstance(data, bytes) else (_MARKER in data)
+    with collector_paused():
+        if not marked:
+            try:
+                return orjson.loads(data)
+            except orjson.JSONDecodeError:
+                pass
+        return kombu_json.loads(data)
+
+
+def install() -> None:
+    """Decode ``application/json`` with :func:`loads` in this process (idempotent)."""
+    register("json", kombu_json.dumps, loads, content_type=CONTENT_TYPE, content_encoding="utf-8")
+
+
+__all__ = ["install", "loads"]
