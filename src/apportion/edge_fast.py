@@ -87,7 +87,7 @@ def fast_decode(text: str | bytes, limits: Limits | None = None) -> tuple[Any, B
         return None  # a ':' written as an escape: the count below would not hold
     if data.count(b":") != compact.count(b":"):
         return None  # a repeated key (see module doc)
-    if data.translate(_DIGITS_ONLY).find(_LONG_NUMBER) >= 0:
+    if may_hold_long_integer(data):
         return None
     quoted = _unescaped(data) if escaped else data
     skeleton = _skeleton(quoted)
@@ -111,6 +111,12 @@ def _as_json_writes(text: str) -> bytes:
 
 
 _ESCAPED_TYPE_KEY = re.compile(b'"' + _as_json_writes("__type__") + b'"')
+
+
+def may_hold_long_integer(data: bytes) -> bool:
+    """True when ``data`` (JSON text) may hold an integer beyond 64 bits, which orjson
+    decodes to a float where :mod:`json` keeps the int (any run of 19 digits counts)."""
+    return data.translate(_DIGITS_ONLY).find(_LONG_NUMBER) >= 0
 
 
 def may_hold_type_key(data: bytes) -> bool:

@@ -14,9 +14,10 @@ public ``register`` (the encoder stays kombu's). It answers as kombu's does:
 
 * a text that mentions ``"__type__"`` anywhere (even inside a string) is decoded by
   kombu, hook and all;
-* a text orjson refuses and the standard library accepts (``NaN``, ``Infinity``,
-  integers beyond 64 bits, lone surrogates) is decoded by kombu too, so it reaches
-  the task exactly as before (where the engine rejects what it must, with its path);
+* a text orjson refuses and the standard library accepts (``NaN``, ``Infinity``, lone
+  surrogates) is decoded by kombu too, and so is a text that may hold an integer
+  beyond 64 bits (orjson would make it a float without a word): it reaches the task
+  exactly as before (where the engine rejects what it must, with its path);
 * everything else is plain JSON, which both decode to equal values.
 
 The collector is paused while a text is decoded, as ``apportion solve`` pauses it
@@ -33,6 +34,7 @@ import orjson
 from kombu.serialization import register
 from kombu.utils import json as kombu_json
 
+from apportion.edge_fast import may_hold_long_integer
 from apportion.workers.results.collector import collector_paused
 
 CONTENT_TYPE = "application/json"
@@ -43,9 +45,10 @@ def loads(data: str | bytes | bytearray | memoryview) -> Any:
     """``data`` decoded as kombu's JSON decoder decodes it (module doc)."""
     if isinstance(data, memoryview | bytearray):
         data = bytes(data)
-    marked = (_MARKER.encode() in data) if isinstance(data, bytes) else (_MARKER in data)
+    text = data if isinstance(data, bytes) else data.encode()
+    plain = _MARKER.encode() not in text and not may_hold_long_integer(text)
     with collector_paused():
-        if not marked:
+        if plain:
             try:
                 return orjson.loads(data)
             except orjson.JSONDecodeError:
