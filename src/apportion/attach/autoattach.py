@@ -134,7 +134,8 @@ def _members(
         key = keys[position]
         if offered[position] or key in partial:
             still.add(key)
-    member = _member_maker(offers, scorer, ctx)
+    scores = None if inp.columns is None else scorer.score_columns(inp.columns)
+    member = _member_maker(offers, scorer, ctx, scores)
     members = [
         member(_view(item, position), available, position)
         for item, available, position in valid
@@ -148,10 +149,11 @@ _new_member = tuple.__new__
 
 
 def _member_maker(
-    offers: PoolOffers, scorer: Scorer, ctx: CoverageContext
+    offers: PoolOffers, scorer: Scorer, ctx: CoverageContext, scores: list[int] | None
 ) -> Callable[[PoolView, int, int], Member]:
     """A pool's :class:`Member` (its coverage unit, step and score) in this run, with the
-    consumer's values read once: hundreds of pools a job become members."""
+    consumer's values read once: hundreds of pools a job become members. ``scores``:
+    every pool's score already computed, by the view's position (heal_org)."""
     guest = ctx.consumer.is_guest
     offered, protects = offers.offers, offers.protects
     score, unit = scorer.score, ctx.unit
@@ -168,7 +170,7 @@ def _member_maker(
                 unit(view, sizes),
                 available,
                 step,
-                score(view, sizes),
+                score(view, sizes) if scores is None else scores[view.position],
                 offered[position],
                 protects[position],
             ),

@@ -630,6 +630,14 @@ def _size_drop(
     return None
 
 
+def size_drop_of(
+    sizes: Mapping[str, int], vcpu: int | None, consumer: ConsumerProfile
+) -> Drop | None:
+    """The size filters of a non-stacked pool with these sizes (vcpu as the consumer
+    reads it): what heal_org decides once per class of facts."""
+    return _size_drop(sizes, vcpu, consumer)
+
+
 def _model_size_drop(written: tuple[str | None, ...], consumer: ConsumerProfile) -> Drop | None:
     """:func:`_size_filters` of a non-stacked pool setting only product attributes, from
     its :data:`SIZE_ATTRIBUTES` as written, read as :func:`view_pool` reads them ("0" or
