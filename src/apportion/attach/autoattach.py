@@ -22,9 +22,11 @@ from fractions import Fraction
 from itertools import compress, count
 from typing import TYPE_CHECKING, Any
 
+from apportion.attach.columns import PoolColumns
 from apportion.attach.compliance import (
     ComplianceView,
     CoverageContext,
+    CoverageUnit,
     Tally,
     combine_limits,
     effective_quantity,
@@ -134,8 +136,7 @@ def _members(
         key = keys[position]
         if offered[position] or key in partial:
             still.add(key)
-    scores = None if inp.columns is None else scorer.score_columns(inp.columns)
-    member = _member_maker(offers, scorer, ctx, scores)
+    member = _member_maker(offers, scorer, ctx, inp.columns)
     members = [
         member(_view(item, position), available, position)
         for item, available, position in valid
@@ -149,25 +150,37 @@ _new_member = tuple.__new__
 
 
 def _member_maker(
-    offers: PoolOffers, scorer: Scorer, ctx: CoverageContext, scores: list[int] | None
+    offers: PoolOffers, scorer: Scorer, ctx: CoverageContext, columns: PoolColumns | None
 ) -> Callable[[PoolView, int, int], Member]:
     """A pool's :class:`Member` (its coverage unit, step and score) in this run, with the
-    consumer's values read once: hundreds of pools a job become members. ``scores``:
-    every pool's score already computed, by the view's position (heal_org)."""
+    consumer's values read once: hundreds of pools a job become members. With
+    ``columns`` (heal_org), every pool's score is computed at once and its coverage unit
+    is shared with the consumers of the same kind, by the view's position."""
     guest = ctx.consumer.is_guest
     offered, protects = offers.offers, offers.protects
-    score, unit = scorer.score, ctx.unit
+    score, make_unit = scorer.score, ctx.unit
+    scores = None
+    units: list[CoverageUnit | None] = []
+    if columns is not None:
+        units = columns.units(ctx.consumer)
+        if columns.scoring is not None:
+            scores = scorer.score_columns(columns.scoring)
 
     def member(view: PoolView, available: int, position: int) -> Member:
         sizes = view.sizes_for(guest)
         multiplier = view.instance_multiplier
         # pools.increment: a physical consumer steps by the pool's instance_multiplier.
         step = 1 if guest or multiplier is None else max(multiplier, 1)
+        unit = units[view.position] if units else None
+        if unit is None:
+            unit = make_unit(view, sizes)
+            if units:
+                units[view.position] = unit
         return _new_member(
             Member,
             (
                 view,
-                unit(view, sizes),
+                unit,
                 available,
                 step,
                 score(view, sizes) if scores is None else scores[view.position],

@@ -11,7 +11,9 @@ consumer
   virt_only, physical_only, consumer type: the filters that read only the pool and
   the consumer's facts), decided once per class per distinct reading of the pool;
 * every pool's priority is computed for all pools at once
-  (:meth:`~apportion.attach.priority.Scorer.score_columns`).
+  (:meth:`~apportion.attach.priority.Scorer.score_columns`);
+* a pool's coverage unit is built once per kind of consumer (guest or not, arch, type:
+  all it reads of the consumer), until a bind changes the pool.
 
 Arrays hold 64-bit integers: a job whose numbers could overflow them (sizes or
 quantities beyond 2**40) is scored pool by pool, as a single job is.
@@ -25,6 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from apportion.attach.compliance import CoverageUnit
 from apportion.attach.facts import ConsumerProfile
 from apportion.attach.pools import PoolView, arch_matches, size_drop_of
 
@@ -82,6 +85,23 @@ class PoolColumns:
         # Per class of facts: which distinct filter readings its consumers can attach.
         self._classes: dict[tuple[Any, ...], npt.NDArray[np.bool_]] = {}
         self.scoring = ScoreColumns.of(views)
+        # (guest, arch, type) → each pool's CoverageUnit for such consumers, once built.
+        self._units: dict[tuple[bool, str | None, str], list[CoverageUnit | None]] = {}
+
+    def units(self, consumer: ConsumerProfile) -> list[CoverageUnit | None]:
+        """The coverage units built so far for consumers of this kind, by position."""
+        key = (consumer.is_guest, consumer.arch, consumer.type_label)
+        found = self._units.get(key)
+        if found is None:
+            found = self._units[key] = [None] * self.size
+        return found
+
+    def changed(self, position: int, available: int) -> None:
+        """A bind changed the pool: its units hold its former view."""
+        for units in self._units.values():
+            units[position] = None
+        if self.scoring is not None:
+            self.scoring.available[position] = available
 
     def relevant(
         self,

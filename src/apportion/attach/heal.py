@@ -117,15 +117,13 @@ class Estate:
 
     def attach(self, positions: dict[str, int], quantities: dict[str, int]) -> None:
         """The bind: raise each chosen pool's consumed by the quantity attached."""
-        scoring = self.columns.scoring
         for pool_id, quantity in quantities.items():
             position = positions[pool_id]
             current = self._views[position]
             consumed = current.consumed + quantity
             self.consumed[position] = consumed
             self._views[position] = current._replace(consumed=consumed)
-            if scoring is not None:
-                scoring.available[position] = current.quantity - consumed
+            self.columns.changed(position, current.quantity - consumed)
             if _used_up(current.quantity, consumed):
                 self._live[position] = False
 
@@ -215,7 +213,7 @@ def _heal_one(run: _Run, entry: HealConsumer, path: str, index: int) -> HealCons
             profile=run.profile,
             host_uuid=entry.host_uuid,
             explain=explain,
-            columns=estate.columns.scoring,
+            columns=estate.columns,
         )
     )
     quantities = outcome.pool_quantities

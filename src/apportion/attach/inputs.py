@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from apportion.attach.columns import ScoreColumns
+from apportion.attach.columns import PoolColumns
 from apportion.attach.compliance import (
     AttachedEntitlement,
     ComplianceView,
@@ -55,7 +55,7 @@ class AttachInput:
     explain: bool = True
     # heal_org: every pool's values read once for all its consumers (then ``pools`` are
     # views whose position is their place in these columns).
-    columns: ScoreColumns | None = None
+    columns: PoolColumns | None = None
 
 
 def reject_if(log: ProblemLog) -> None:
