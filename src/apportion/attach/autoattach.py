@@ -216,7 +216,12 @@ def run_attach(inp: AttachInput) -> AttachOutcome:
     scorer = Scorer(inp.consumer, needs.wants, inp.profile)
     partial = inp.compliance.partial_stacks
     offers = read_offers(
-        inp.pools, needs, partial, inp.consider_derived, inp.profile.reads_like_the_server
+        inp.pools,
+        needs,
+        partial,
+        inp.consider_derived,
+        inp.profile.reads_like_the_server,
+        inp.columns,
     )
     members, dropped, still = _members(inp, offers, scorer, ctx)
     groups = build_groups(members, ctx, _attached(ctx, inp.compliance), scorer.scale)

@@ -74,6 +74,23 @@ class PoolColumns:
     def __init__(self, views: Sequence[PoolView], roles_addons: Sequence[tuple[Any, Any]]) -> None:
         self.size = len(views)
         self.by_product = _Index(views, [(v.product_id, *v.products) for v in views]).positions
+        # What auto_attach's offers read of each pool: its group, the pools providing
+        # each product, its roles and addons as read and as the server reads them.
+        self.keys = [_key(v) for v in views]
+        providing: dict[str, set[int]] = {}
+        for view in views:
+            for product in view.products:
+                providing.setdefault(product, set()).add(view.position)
+        self.providing = {p: _positions(found) for p, found in providing.items()}
+        self.offer_purposes = [
+            (
+                v.purpose[0],
+                v.purpose[1],
+                v.model.product_attributes.get("roles"),
+                v.model.product_attributes.get("addons"),
+            )
+            for v in views
+        ]
         self.by_role = _Index(views, [r for r, _ in roles_addons]).positions
         self.by_addon = _Index(views, [a for _, a in roles_addons]).positions
         stacks: dict[str, list[int]] = {}
@@ -87,6 +104,16 @@ class PoolColumns:
         self.scoring = ScoreColumns.of(views)
         # (guest, arch, type) → each pool's CoverageUnit for such consumers, once built.
         self._units: dict[tuple[bool, str | None, str], list[CoverageUnit | None]] = {}
+
+    def product_masks(self, wanted: Sequence[str]) -> list[int]:
+        """Per pool, which of ``wanted`` (at most 62) it provides, as bits (bit i: wanted[i])."""
+        masks = np.zeros(self.size, dtype=np.int64)
+        for bit, product in enumerate(wanted):
+            found = self.providing.get(product)
+            if found is not None:
+                masks[found] |= 1 << bit
+        found_masks: list[int] = masks.tolist()
+        return found_masks
 
     def units(self, consumer: ConsumerProfile) -> list[CoverageUnit | None]:
         """The coverage units built so far for consumers of this kind, by position."""

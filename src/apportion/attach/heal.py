@@ -327,6 +327,8 @@ def solve_heal_org(job: HealOrgJob, ctx: Context) -> HealOrgResult:
             answer = _rejection(index, entry, exc)
         answers.append(answer)
         size.add(answer, pools, list(estate.consumed)[before:])
+        if ctx.progress is not None:
+            ctx.progress(index + 1, len(job.consumers))
     consumed = {pools[p].id: value for p, value in sorted(estate.consumed.items())}
     return {
         "consumers": answers,

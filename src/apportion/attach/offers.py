@@ -23,12 +23,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 from apportion.attach.needs import Needs, Offer
 from apportion.attach.pools import PoolView, split_values_cached
 from apportion.contracts.attach import Pool
 
+if TYPE_CHECKING:
+    from apportion.attach.columns import PoolColumns
+
 GroupKey = tuple[str, str]  # ("stack", stacking_id) or ("pool", pool id)
+# The most products wanted that read_columns finds as bits of one 64-bit integer.
+_MASK_BITS = 62
 _Reading = tuple[frozenset[str], str | None, str | None, str | None, str | None]
 _NOTHING: frozenset[str] = frozenset()
 _NO_OFFERS: frozenset[Offer] = frozenset()
@@ -148,6 +154,46 @@ class _Reader:
                 needing.add(key)
         return needing
 
+    def read_columns(
+        self,
+        pools: Sequence[PoolView],
+        out: PoolOffers,
+        partial: set[GroupKey],
+        columns: PoolColumns,
+    ) -> set[GroupKey]:
+        """:meth:`read` of views whose pools the columns hold (heal_org): the products
+        each pool provides of those wanted found for all pools at once, as bits."""
+        keys, offers_of, protects_of, given_of = out.keys, out.offers, out.protects, out.given
+        needing: set[GroupKey] = set()
+        wanted = sorted(self.products)
+        masks = columns.product_masks(wanted)
+        found: dict[int, frozenset[str]] = {0: _NOTHING}
+        group_of, purposes = columns.keys, columns.offer_purposes
+        server, purpose, offer_sets = self.server, self.syspurpose, self.offer_sets
+        for item in pools:
+            position = item.position
+            mask = masks[position]
+            products = found.get(mask)
+            if products is None:
+                products = found[mask] = frozenset(
+                    p for bit, p in enumerate(wanted) if mask >> bit & 1
+                )
+            if purpose:
+                roles, addons, matched = self.purpose(purposes[position])
+                offers, protects = offer_sets(products, roles, addons)
+                given = bool(products) or matched
+            else:
+                offers, protects = offer_sets(products, _NOTHING, _NOTHING)
+                given = bool(products)
+            key = group_of[position]
+            keys.append(key)
+            offers_of.append(offers)
+            protects_of.append(protects)
+            given_of.append(given or key in partial)
+            if offers and (given or not server):
+                needing.add(key)
+        return needing
+
     def answer(self, reading: _Reading) -> tuple[frozenset[Offer], frozenset[Offer], bool]:
         """(offers, protects, given for what it offers) of a pool read as ``reading``:
         (products found, roles and addons as read, the product's roles and addons)."""
@@ -188,12 +234,19 @@ def read_offers(
     partial_stacks: Sequence[str],
     consider_derived: bool,
     server: bool,
+    columns: PoolColumns | None = None,
 ) -> PoolOffers:
-    """Read every pool's offers and decide which pools and groups the rules see."""
+    """Read every pool's offers and decide which pools and groups the rules see.
+    ``columns``: the pools' values read once (heal_org; ``pools`` are then their views)."""
     reader = _Reader(needs, consider_derived, server)
     out = PoolOffers()
     partial = {("stack", sid) for sid in partial_stacks}
-    needing = reader.read(pools, out, partial)
+    if columns is not None and not consider_derived and len(reader.products) <= _MASK_BITS:
+        # heal_org: every pool is a view of the columns' pools.
+        views = cast(Sequence[PoolView], pools)
+        needing = reader.read_columns(views, out, partial, columns)
+    else:
+        needing = reader.read(pools, out, partial)
     return _decide(out, pools, needing, partial, server)
 
 
