@@ -285,6 +285,33 @@ def test_a_heal_out_of_time_answers_the_consumers_healed_so_far_and_where_it_sto
     assert summary["stopped_reason"] == "heal_seconds"
 
 
+def test_a_heal_reports_its_progress_after_each_consumer_including_rejected_ones() -> None:
+    job = _tight_estate()
+    job["consumers"][1]["entitlements"] = [
+        ent("bad", pool("broken", "rhel", pattrs={"sockets": "x"}))
+    ]
+    reports: list[tuple[int, int]] = []
+    ctx = Context(now=NOW, progress=lambda done, total: reports.append((done, total)))
+
+    result = heal(job, ctx)
+
+    assert result["consumers"][1]["status"] == "rejected"
+    assert reports == [(1, 5), (2, 5), (3, 5), (4, 5), (5, 5)]
+
+
+def test_a_heal_stopped_early_reports_only_the_consumers_it_answered() -> None:
+    reports: list[tuple[int, int]] = []
+    ctx = Context(
+        now=NOW,
+        limits=Limits(heal_seconds=1e-9),
+        progress=lambda done, total: reports.append((done, total)),
+    )
+
+    heal(_tight_estate(), ctx)
+
+    assert reports == [(1, 5)]
+
+
 def test_a_heal_whose_answer_would_outgrow_the_envelope_answers_the_consumers_that_fit() -> None:
     job = _tight_estate()
     job["consumers"] = job["consumers"][:3] * 20
