@@ -102,6 +102,11 @@ class PoolColumns:
         # Per class of facts: which distinct filter readings its consumers can attach.
         self._classes: dict[tuple[Any, ...], npt.NDArray[np.bool_]] = {}
         self.scoring = ScoreColumns.of(views)
+        # Pools whose checks, once live and past the filters of the consumer's class, come
+        # down to the quantity and whether the consumer holds them (PoolCheck.check_live).
+        self.plain = [
+            not v.rare and v.quantity >= 0 and v.instance_multiplier is None for v in views
+        ]
         # (guest, arch, type) → each pool's CoverageUnit for such consumers, once built.
         self._units: dict[tuple[bool, str | None, str], list[CoverageUnit | None]] = {}
 

@@ -232,12 +232,16 @@ class GroupWork:
             m = self.members[0]
             self.initial = [m.view.id]
             unit = m.unit
-            limit = self._limit(self.members)
-            tally = Tally(self.ctx)
+            # _limit without its calls when neither the pool nor an attached entitlement
+            # has a guest_limit (most single pools).
+            limited = unit.guest_limit is not None or self.attached.limits
+            limit = self._limit(self.members) if limited else None
             # compliance.effective_quantity of a pool that is not stacked.
-            tally.add(unit, 1 if m.available > 1 else m.available)
-            if tally.covers(limit):
+            quantity = 1 if m.available > 1 else m.available
+            if self.ctx.covers_alone(unit, quantity, limit):
                 return True
+            tally = Tally(self.ctx)
+            tally.add(unit, quantity)
             self.failures = tally.failures(limit)
             return False
         self.initial = [m.view.id for m in self.members]

@@ -213,7 +213,9 @@ def _heal_one(run: _Run, entry: HealConsumer, path: str, index: int) -> HealCons
             profile=run.profile,
             host_uuid=entry.host_uuid,
             explain=explain,
-            columns=estate.columns,
+            # An explained consumer is given every pool (not only those live and
+            # attachable by its class, which the columns path takes for granted).
+            columns=None if explain else estate.columns,
         )
     )
     quantities = outcome.pool_quantities

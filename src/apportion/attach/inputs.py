@@ -53,8 +53,9 @@ class AttachInput:
     host_uuid: str | None = None
     # Whether to build the explanation (heal_org builds it only for the consumers asked).
     explain: bool = True
-    # heal_org: every pool's values read once for all its consumers (then ``pools`` are
-    # views whose position is their place in these columns).
+    # heal_org: every pool's values read once for all its consumers. Then ``pools`` are
+    # views whose position is their place in these columns, each on date with quantity
+    # left and past the filters that read only the consumer's facts (Estate.relevant).
     columns: PoolColumns | None = None
 
 

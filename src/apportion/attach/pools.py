@@ -725,6 +725,20 @@ class PoolCheck:
             return self._plain(view)
         return amount, None
 
+    def check_live(self, view: PoolView, plain: bool) -> tuple[int, Drop | None]:
+        """:meth:`check` of a pool known to be on date, with quantity left, and past the
+        filters that read only the consumer's facts (arch, sizes, virt_only,
+        physical_only, consumer type: heal_org's estate decides those once per class).
+        ``plain``: the pool has a limited quantity, no rarely set attribute and no
+        instance_multiplier, so that only its quantity and whether the consumer holds it
+        are left to read."""
+        if plain and self._type_ok:
+            if view.multi_ent:
+                return view.quantity - view.consumed, None
+            if view.id not in self._attached:
+                return 1, None
+        return self.check(view)
+
     def check_model(self, pool: Pool) -> tuple[int, Drop | None] | None:
         """:meth:`check` of the pool's view, read straight from the model; None when the
         pool is not of the common kind (own attributes, a rarely set one, an unlimited
