@@ -82,15 +82,17 @@ class PoolColumns:
             for product in view.products:
                 providing.setdefault(product, set()).add(view.position)
         self.providing = {p: _positions(found) for p, found in providing.items()}
-        self.offer_purposes = [
-            (
-                v.purpose[0],
-                v.purpose[1],
-                v.model.product_attributes.get("roles"),
-                v.model.product_attributes.get("addons"),
-            )
-            for v in views
-        ]
+        self.offer_purpose_ids, self.offer_purposes = _distinct(
+            [
+                (
+                    v.purpose[0],
+                    v.purpose[1],
+                    v.model.product_attributes.get("roles"),
+                    v.model.product_attributes.get("addons"),
+                )
+                for v in views
+            ]
+        )
         self.by_role = _Index(views, [r for r, _ in roles_addons]).positions
         self.by_addon = _Index(views, [a for _, a in roles_addons]).positions
         stacks: dict[str, list[int]] = {}
@@ -110,15 +112,14 @@ class PoolColumns:
         # (guest, arch, type) → each pool's CoverageUnit for such consumers, once built.
         self._units: dict[tuple[bool, str | None, str], list[CoverageUnit | None]] = {}
 
-    def product_masks(self, wanted: Sequence[str]) -> list[int]:
+    def product_masks(self, wanted: Sequence[str]) -> npt.NDArray[np.int64]:
         """Per pool, which of ``wanted`` (at most 62) it provides, as bits (bit i: wanted[i])."""
         masks = np.zeros(self.size, dtype=np.int64)
         for bit, product in enumerate(wanted):
             found = self.providing.get(product)
             if found is not None:
                 masks[found] |= 1 << bit
-        found_masks: list[int] = masks.tolist()
-        return found_masks
+        return masks
 
     def units(self, consumer: ConsumerProfile) -> list[CoverageUnit | None]:
         """The coverage units built so far for consumers of this kind, by position."""

@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
+import numpy as np
+
 from apportion.attach.needs import Needs, Offer
 from apportion.attach.pools import PoolView, split_values_cached
 from apportion.contracts.attach import Pool
@@ -161,38 +163,42 @@ class _Reader:
         partial: set[GroupKey],
         columns: PoolColumns,
     ) -> set[GroupKey]:
-        """:meth:`read` of views whose pools the columns hold (heal_org): the products
-        each pool provides of those wanted found for all pools at once, as bits."""
-        keys, offers_of, protects_of, given_of = out.keys, out.offers, out.protects, out.given
-        needing: set[GroupKey] = set()
+        """:meth:`read` of views whose pools the columns hold (heal_org). A pool's offers
+        follow from which of the products wanted it provides (bits, found for all pools
+        at once) and its syspurpose readings: each distinct pair is read once."""
+        positions = np.fromiter((v.position for v in pools), dtype=np.intp, count=len(pools))
         wanted = sorted(self.products)
-        masks = columns.product_masks(wanted)
-        found: dict[int, frozenset[str]] = {0: _NOTHING}
-        group_of, purposes = columns.keys, columns.offer_purposes
-        server, purpose, offer_sets = self.server, self.syspurpose, self.offer_sets
-        for item in pools:
-            position = item.position
-            mask = masks[position]
-            products = found.get(mask)
-            if products is None:
-                products = found[mask] = frozenset(
-                    p for bit, p in enumerate(wanted) if mask >> bit & 1
-                )
-            if purpose:
-                roles, addons, matched = self.purpose(purposes[position])
-                offers, protects = offer_sets(products, roles, addons)
-                given = bool(products) or matched
-            else:
-                offers, protects = offer_sets(products, _NOTHING, _NOTHING)
-                given = bool(products)
-            key = group_of[position]
-            keys.append(key)
-            offers_of.append(offers)
-            protects_of.append(protects)
-            given_of.append(given or key in partial)
-            if offers and (given or not server):
-                needing.add(key)
-        return needing
+        masks = columns.product_masks(wanted)[positions]
+        if self.syspurpose:
+            readings = columns.offer_purpose_ids[positions]
+        else:
+            readings = np.zeros(len(positions), dtype=np.intp)
+        pairs, inverse = np.unique(np.stack((masks, readings), axis=1), axis=0, return_inverse=True)
+        answers = [self._pair(wanted, mask, reading, columns) for mask, reading in pairs.tolist()]
+        which: list[int] = inverse.reshape(-1).tolist()
+        group_of = columns.keys
+        keys = [group_of[p] for p in positions.tolist()]
+        out.keys.extend(keys)
+        out.offers.extend([answers[i][0] for i in which])
+        out.protects.extend([answers[i][1] for i in which])
+        given = [answers[i][2] for i in which]
+        if partial:
+            out.given.extend([g or k in partial for g, k in zip(given, keys, strict=True)])
+        else:
+            out.given.extend(given)
+        counts = [bool(a[0]) and (a[2] or not self.server) for a in answers]
+        return {keys[n] for n, i in enumerate(which) if counts[i]}
+
+    def _pair(
+        self, wanted: list[str], mask: int, reading: int, columns: PoolColumns
+    ) -> tuple[frozenset[Offer], frozenset[Offer], bool]:
+        """(offers, protects, given for what it offers) of a pool providing the products
+        ``mask`` selects of ``wanted`` with the syspurpose readings ``reading``."""
+        products = frozenset(p for bit, p in enumerate(wanted) if mask >> bit & 1)
+        if not self.syspurpose:
+            return (*self.offer_sets(products, _NOTHING, _NOTHING), bool(products))
+        roles, addons, matched = self.purpose(columns.offer_purposes[reading])
+        return (*self.offer_sets(products, roles, addons), bool(products) or matched)
 
     def answer(self, reading: _Reading) -> tuple[frozenset[Offer], frozenset[Offer], bool]:
         """(offers, protects, given for what it offers) of a pool read as ``reading``:
