@@ -210,8 +210,9 @@ def _work(groups: Sequence[GroupWork], partial: set[str]) -> list[GroupWork]:
         if not group.offers() and (group.stack_id or "") not in partial:
             group.status = "provides nothing still needed"
             continue
-        group.remove_extra_attributes()
-        group.prune()
+        if group.stackable:  # both steps leave a single pool's group as it is
+            group.remove_extra_attributes()
+            group.prune()
         group.status = "valid, not chosen"
         usable.append(group)
     return usable
