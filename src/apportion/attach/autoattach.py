@@ -26,7 +26,6 @@ from apportion.attach.columns import PoolColumns
 from apportion.attach.compliance import (
     ComplianceView,
     CoverageContext,
-    CoverageUnit,
     Tally,
     combine_limits,
     effective_quantity,
@@ -161,37 +160,61 @@ def _member_maker(
     offers: PoolOffers, scorer: Scorer, ctx: CoverageContext, columns: PoolColumns | None
 ) -> Callable[[PoolView, int, int], Member]:
     """A pool's :class:`Member` (its coverage unit, step and score) in this run, with the
-    consumer's values read once: hundreds of pools a job become members. With
-    ``columns`` (heal_org), every pool's score is computed at once and its coverage unit
-    is shared with the consumers of the same kind, by the view's position."""
+    consumer's values read once: hundreds of pools a job become members."""
+    if columns is not None:
+        return _column_member_maker(offers, scorer, ctx, columns)
     guest = ctx.consumer.is_guest
     offered, protects = offers.offers, offers.protects
-    score, make_unit = scorer.score, ctx.unit
-    scores = None
-    units: list[CoverageUnit | None] = []
-    if columns is not None:
-        units = columns.units(ctx.consumer)
-        if columns.scoring is not None:
-            scores = scorer.score_columns(columns.scoring)
+    score, unit = scorer.score, ctx.unit
 
     def member(view: PoolView, available: int, position: int) -> Member:
         sizes = view.sizes_for(guest)
         multiplier = view.instance_multiplier
         # pools.increment: a physical consumer steps by the pool's instance_multiplier.
         step = 1 if guest or multiplier is None else max(multiplier, 1)
-        unit = units[view.position] if units else None
+        return _new_member(
+            Member,
+            (
+                view,
+                unit(view, sizes),
+                available,
+                step,
+                score(view, sizes),
+                offered[position],
+                protects[position],
+            ),
+        )
+
+    return member
+
+
+def _column_member_maker(
+    offers: PoolOffers, scorer: Scorer, ctx: CoverageContext, columns: PoolColumns
+) -> Callable[[PoolView, int, int], Member]:
+    """:func:`_member_maker` for heal_org: every pool's score computed at once, its step
+    read once, and its coverage unit shared with the consumers of the same kind, all by
+    the view's position."""
+    guest = ctx.consumer.is_guest
+    offered, protects = offers.offers, offers.protects
+    make_unit = ctx.unit
+    units = columns.units(ctx.consumer)
+    steps = columns.steps(guest)
+    scores = None if columns.scoring is None else scorer.score_columns(columns.scoring)
+    score = scorer.score
+
+    def member(view: PoolView, available: int, position: int) -> Member:
+        at = view.position
+        unit = units[at]
         if unit is None:
-            unit = make_unit(view, sizes)
-            if units:
-                units[view.position] = unit
+            unit = units[at] = make_unit(view, view.sizes_for(guest))
         return _new_member(
             Member,
             (
                 view,
                 unit,
                 available,
-                step,
-                score(view, sizes) if scores is None else scores[view.position],
+                steps[at],
+                score(view, view.sizes_for(guest)) if scores is None else scores[at],
                 offered[position],
                 protects[position],
             ),

@@ -109,6 +109,10 @@ class PoolColumns:
         self.plain = [
             not v.rare and v.quantity >= 0 and v.instance_multiplier is None for v in views
         ]
+        self._guest_steps = [1] * self.size
+        self._physical_steps = [
+            1 if v.instance_multiplier is None else max(v.instance_multiplier, 1) for v in views
+        ]
         # (guest, arch, type) → each pool's CoverageUnit for such consumers, once built.
         self._units: dict[tuple[bool, str | None, str], list[CoverageUnit | None]] = {}
 
@@ -120,6 +124,13 @@ class PoolColumns:
             if found is not None:
                 masks[found] |= 1 << bit
         return masks
+
+    def steps(self, guest: bool) -> list[int]:
+        """Each pool's quantity step (pools.increment): a physical consumer steps by the
+        pool's instance_multiplier, a guest by 1."""
+        if guest:
+            return self._guest_steps
+        return self._physical_steps
 
     def units(self, consumer: ConsumerProfile) -> list[CoverageUnit | None]:
         """The coverage units built so far for consumers of this kind, by position."""
