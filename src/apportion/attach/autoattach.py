@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import compress, count
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from apportion.attach.columns import PoolColumns
 from apportion.attach.compliance import (
@@ -46,7 +46,6 @@ from apportion.attach.inputs import (
 from apportion.attach.needs import Needs, needs_of, products_to_cover
 from apportion.attach.offers import GroupKey, PoolOffers, read_offers
 from apportion.attach.pools import (
-    Drop,
     PoolCheck,
     PoolView,
     view_pool,
@@ -114,9 +113,12 @@ def _members(
         host_uuid=inp.host_uuid,
         attached_pool_ids=attached_ids,
         below_multiplier=profile.drops_pools_below_instance_multiplier,
+        plain=None if inp.columns is None else inp.columns.plain,
     )
-    check, check_model, check_live = pool_check.check, pool_check.check_model, pool_check.check_live
-    plain = None if inp.columns is None else inp.columns.plain
+    check, check_model = pool_check.check, pool_check.check_model
+    if inp.columns is not None:
+        # heal_org: its pools are the columns' views (AttachInput.columns).
+        check = pool_check.check_live
     dropped: list[dict[str, str]] = []
     valid: list[tuple[Pool | PoolView, int, int]] = []
     still: set[GroupKey] = set()
@@ -125,13 +127,7 @@ def _members(
         item = pools[position]
         # A pool is read in full (its view) only once it passes the filters, unless the
         # filters need more than the model's common fields.
-        decided: tuple[int, Drop | None] | None = None
-        if plain is not None:
-            # heal_org: the pools are the columns' views (AttachInput.columns).
-            item = cast(PoolView, item)
-            decided = check_live(item, plain[item.position])
-        elif not isinstance(item, PoolView):
-            decided = check_model(item)
+        decided = None if isinstance(item, PoolView) else check_model(item)
         if decided is None:
             item = _view(item, position)
             decided = check(item)

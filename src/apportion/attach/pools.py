@@ -670,6 +670,7 @@ class PoolCheck:
         "_consumer",
         "_host_uuid",
         "_physical",
+        "_plain_at",
         "_size_drops",
         "_type_ok",
     )
@@ -682,8 +683,11 @@ class PoolCheck:
         host_uuid: str | None,
         attached_pool_ids: frozenset[str],
         below_multiplier: bool,
+        plain: Sequence[bool] | None = None,
     ) -> None:
         self._consumer = consumer
+        # heal_org's PoolColumns.plain, by position (see check_live).
+        self._plain_at: Sequence[bool] = () if plain is None else plain
         self._at = at
         self._host_uuid = host_uuid
         self._attached = attached_pool_ids
@@ -725,14 +729,14 @@ class PoolCheck:
             return self._plain(view)
         return amount, None
 
-    def check_live(self, view: PoolView, plain: bool) -> tuple[int, Drop | None]:
+    def check_live(self, view: PoolView) -> tuple[int, Drop | None]:
         """:meth:`check` of a pool known to be on date, with quantity left, and past the
         filters that read only the consumer's facts (arch, sizes, virt_only,
         physical_only, consumer type: heal_org's estate decides those once per class).
-        ``plain``: the pool has a limited quantity, no rarely set attribute and no
-        instance_multiplier, so that only its quantity and whether the consumer holds it
-        are left to read."""
-        if plain and self._type_ok:
+        A pool ``plain`` (by its position: a limited quantity, no rarely set attribute
+        and no instance_multiplier) has only its quantity and whether the consumer holds
+        it left to read."""
+        if self._plain_at[view.position] and self._type_ok:
             if view.multi_ent:
                 return view.quantity - view.consumed, None
             if view.id not in self._attached:
