@@ -8,6 +8,7 @@ import json
 import random
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -183,6 +184,27 @@ def test_a_heal_answers_what_auto_attach_answers_consumer_by_consumer(
     ]
     assert result["consumed"] == consumed
     assert [a["index"] for a in result["consumers"]] == list(range(len(job["consumers"])))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_heal_over_numbers_too_large_for_its_columns_answers_what_auto_attach_answers(
+    seed: int,
+) -> None:
+    # Sizes and quantities past what the heal's 64-bit columns are trusted with (their
+    # products could overflow): pools are scored one by one, as a single job scores them.
+    rng = random.Random(seed)
+    job = estate(rng)
+    huge = str(2**62)
+    job["pools"][0]["product_attributes"]["sockets"] = huge
+    job["pools"][-1]["quantity"] = 2**62
+    expected, consumed = one_by_one(job)
+
+    result = heal(job)
+
+    assert [comparable(a) for a in result["consumers"]] == [
+        {k: v for k, v in a.items() if k != "explanation"} for a in expected
+    ]
+    assert result["consumed"] == consumed
 
 
 def guest(uuid: str) -> dict[str, Any]:
