@@ -261,6 +261,7 @@ def run_attach(inp: AttachInput) -> AttachOutcome:
         partial,
         inp.profile.most_products_first,
         partials_cover_products_only=inp.profile.partials_cover_products_only,
+        explain=inp.explain,
     )
     quantities, covered = _quantities(picks)
     covered_list = tuple(p for p in needs.to_cover if p in covered)

@@ -173,8 +173,17 @@ class _Reader:
             readings = columns.offer_purpose_ids[positions]
         else:
             readings = np.zeros(len(positions), dtype=np.intp)
-        pairs, inverse = np.unique(np.stack((masks, readings), axis=1), axis=0, return_inverse=True)
-        answers = [self._pair(wanted, mask, reading, columns) for mask, reading in pairs.tolist()]
+        kinds = max(len(columns.offer_purposes), 1)
+        if len(wanted) + kinds.bit_length() < 63:
+            # Each (mask, reading) pair as one integer: a plain sort finds the distinct ones.
+            codes, inverse = np.unique(masks * kinds + readings, return_inverse=True)
+            pairs = [divmod(code, kinds) for code in codes.tolist()]
+        else:
+            rows, inverse = np.unique(
+                np.stack((masks, readings), axis=1), axis=0, return_inverse=True
+            )
+            pairs = rows.tolist()
+        answers = [self._pair(wanted, mask, reading, columns) for mask, reading in pairs]
         which: list[int] = inverse.reshape(-1).tolist()
         group_of = columns.keys
         keys = [group_of[p] for p in positions.tolist()]
