@@ -127,6 +127,7 @@ class GroupWork:
         "_limited",
         "_offers",
         "_quantities",
+        "_sorted",
         "attached",
         "ctx",
         "failures",
@@ -138,7 +139,6 @@ class GroupWork:
         "removed_as_extra",
         "removed_by_validation",
         "scale",
-        "sort_ties",
         "stack_id",
         "stackable",
         "status",
@@ -170,7 +170,8 @@ class GroupWork:
         self.removed_as_extra: Sequence[str] = _NONE
         self.lost_as_extra: Sequence[Offer] = ()
         self.pruned: Sequence[str] = _NONE
-        self.sort_ties: list[list[PoolView]] = []
+        # The members as the prune sort ordered them (its ties: sort_ties).
+        self._sorted: Sequence[Member] = ()
         self.failures: Sequence[str] = _NONE
         self.status = "considered"
         self._offers: frozenset[Offer] | None = None
@@ -224,6 +225,12 @@ class GroupWork:
         if self._full is None:
             self._full = self._tally(self.members)
         return self._full
+
+    @property
+    def sort_ties(self) -> list[list[PoolView]]:
+        """Runs of pools the prune sort found equal, which Candlepin's unstable sort may
+        order either way: found when the explanation asks, not for every stack pruned."""
+        return _ties(self._sorted, self.scale)
 
     # ---- the steps ---------------------------------------------------------------------
 
@@ -325,7 +332,7 @@ class GroupWork:
         if not self.stackable or len(self.members) < 2:
             return  # the only pool of a group that is needed stays
         members = sorted(self.members, key=cmp_to_key(partial(_compare, self.scale)))
-        self.sort_ties = _ties(members, self.scale)
+        self._sorted = tuple(members)
         tally = self._members_tally().copy()
         # How many of the stack's pools protect each offer (a plain dict: Counter.update
         # is Python code, called for every pool of every stack).
