@@ -279,31 +279,9 @@ class GroupWork:
         # rules.js remove_extra_attrs compares the role and addons of the whole group (not
         # of the candidate) with themselves, so only the products count: a candidate
         # may drop the pools that carry the role or an addon.
-        original = _product_count(members)
-        # The stack's tally less the pools carrying an attribute is the tally of those
-        # without it (tallies are sums), so each candidate costs only its removals.
-        full = self._members_tally()
-        index = self.ctx.index
-        candidates = [members]
-        tallies = [full]
-        for attribute in _subset_order(tuple(attributes)):
-            without: list[Member] = []
-            tally = full.copy()
-            k = index.get(attribute, -1)  # -1: guest_limit (arch is never carried here)
-            for m in members:
-                unit = m.unit
-                if (unit.sizes[k] if k >= 0 else unit.guest_limit) is not None:
-                    tally.add(unit, m.available, -1)
-                else:
-                    without.append(m)
-            # An empty candidate scores 0/0 in rules.js (NaN), which never wins.
-            if (
-                without
-                and tally.covers(self._limit(without))
-                and _product_count(without) == original
-            ):
-                candidates.append(without)
-                tallies.append(tally)
+        candidates, tallies = self._extra_candidates(members, attributes)
+        if len(candidates) == 1:
+            return  # the stack itself, which the scores below would keep
         # Score per pool: (virt_only 100 + host-specific 150) summed over the candidate's
         # pools and divided by their number; compared exactly by cross-multiplying.
         best, best_total, size = 0, 0, len(members)
@@ -327,6 +305,43 @@ class GroupWork:
             for m in self.members:
                 kept |= m.protects
             self.lost_as_extra = sorted({o for m in members for o in m.protects} - kept)
+
+    def _extra_candidates(
+        self, members: list[Member], attributes: list[str]
+    ) -> tuple[list[list[Member]], list[Tally]]:
+        """The stack, then the stack less the pools carrying each attribute in the
+        reference's order where that still covers the consumer and offers as many
+        products; with their tallies."""
+        original: int | None = None  # counted when a candidate needs it
+        # The stack's tally less the pools carrying an attribute is the tally of those
+        # without it (tallies are sums), so each candidate costs only its removals.
+        full = self._members_tally()
+        index = self.ctx.index
+        candidates = [members]
+        tallies = [full]
+        for attribute in _subset_order(tuple(attributes)):
+            k = index.get(attribute, -1)  # -1: guest_limit (arch is never carried here)
+            if k >= 0:
+                without = [m for m in members if m.unit.sizes[k] is None]
+            else:
+                without = [m for m in members if m.unit.guest_limit is None]
+            # An empty candidate scores 0/0 in rules.js (NaN), which never wins (often
+            # every pool of a stack carries the attribute: no tally to count then).
+            if not without:
+                continue
+            tally = full.copy()
+            for m in members:
+                unit = m.unit
+                if (unit.sizes[k] if k >= 0 else unit.guest_limit) is not None:
+                    tally.add(unit, m.available, -1)
+            if not tally.covers(self._limit(without)):
+                continue
+            if original is None:
+                original = _product_count(members)
+            if _product_count(without) == original:
+                candidates.append(without)
+                tallies.append(tally)
+        return candidates, tallies
 
     def prune(self) -> None:
         if not self.stackable or len(self.members) < 2:
