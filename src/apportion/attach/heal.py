@@ -7,16 +7,19 @@ auto_attach answers consumer by consumer in the given order, each job carrying t
 pools' ``consumed`` as raised by the earlier consumers.
 
 What the loop repeats is done once: the organisation's pools are checked once (a bad
-pool rejects the whole job: every consumer shares it), each pool is read once, on first
-use, and pools are indexed by group (stack or pool), product, role and addon. A
+pool rejects the whole job: every consumer shares it), read once, and held as columns
+(:mod:`.columns`): indexed by group (stack or pool), product, role and addon, their
+priorities' terms, offers' readings and coverage units ready for every consumer. A
 consumer's attach is given only the groups that can matter to it — those with a pool
 providing a product it still needs, matching its role or one of its addons, or being
-one of its partial stacks — and of those only the pools anyone can still attach (valid
-at the check time, quantity left). auto_attach considers no other group (it leaves out
-every group offering nothing still needed that is not a partial stack) and drops those
-pools whoever asks, so its answer is the same. Its explanation is built only for the
-consumers the job names in ``explain``, which are given every pool so that it is their
-single job's, word for word.
+one of its partial stacks — and of those only the pools it can attach by what it is:
+valid at the check time, quantity left, and past the filters that read only its facts
+(arch, sizes, virt_only, physical_only, consumer type), decided once per class of
+facts. auto_attach considers no other group (it leaves out every group offering
+nothing still needed that is not a partial stack) and drops those pools, so its answer
+is the same. Its explanation is built only for the consumers the job names in
+``explain``, which are given every pool (and no columns) so that it is their single
+job's, word for word.
 
 A consumer's own problems (its facts, its entitlements, its sizes over the limits) are
 that consumer's rejection, with paths under ``consumers[i]``; the loop goes on. A job
