@@ -214,6 +214,17 @@ class Settings(EngineSettings):
         ),
     )
 
+    # heal_org reports its progress between consumers; the worker publishes one event
+    # every so many (docs/contract.md, "Progress of a long job").
+    heal_progress_every: int = Field(
+        100,
+        ge=0,
+        description=(
+            "A heal_org job publishes a progress event every this many consumers "
+            "(`apportion:progress:heal_org`); 0: none"
+        ),
+    )
+
     publish_retries: int = Field(
         5,
         ge=0,

@@ -8,6 +8,7 @@ envelope on the result stream and in the result backend). A message the gate rej
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -17,6 +18,7 @@ from celery.signals import task_postrun, task_prerun
 
 from apportion import kinds
 from apportion.config.settings import Settings
+from apportion.context import Progress
 from apportion.contracts import Envelope, ErrorDetail, ErrorInfo
 from apportion.contracts.base import valid_job_id
 from apportion.engine import run
@@ -154,12 +156,14 @@ def _solve(
     # The policy store is read once per job: a re-run (the launcher's next attempt) uses
     # the version the first run used, so the attempts and the envelope agree.
     policies_read: PoliciesRead = {}
+    progress = _progress(kind, job, rt, task_id)
 
     def rerun(again: Any, job_id: str | None = None) -> Envelope:
+        ctx = rt.context(policies_read, digest)
         return run(
             kind.name,
             again,
-            rt.context(policies_read, digest),
+            ctx if progress is None else replace(ctx, progress=progress),
             job_id=job_id or task_id,
             reraise=(SoftTimeLimitExceeded,),
             decoded=True,  # a task's argument: a string in it is no job, not JSON text
@@ -170,6 +174,15 @@ def _solve(
         # A re-run answers under the first answer's job id (the job's, or the task id).
         envelope = hook(envelope, job, rt, partial(rerun, job_id=envelope.job_id))
     return envelope
+
+
+def _progress(kind: JobKind, job: Any, rt: Runtime, task_id: str) -> Progress | None:
+    """The engine's progress reports (heal_org's) as events under the job's answer key."""
+    if rt.progress is None:
+        return None
+    own = job.get(kind.id_field) if isinstance(job, dict) else None
+    job_id = own if valid_job_id(own) else task_id
+    return rt.progress.reporter(kind.name, job_id, rt.settings.heal_progress_every)
 
 
 def execute(task: Task, kind: JobKind, job: Any, request: Any) -> dict[str, Any]:

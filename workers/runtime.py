@@ -31,6 +31,7 @@ from apportion.workers.launch.launcher import Launcher, make_launcher
 from apportion.workers.policies.store import PolicyStore
 from apportion.workers.redis.client import get_redis
 from apportion.workers.redis.keys import Keys
+from apportion.workers.results.progress import ProgressEvents
 from apportion.workers.results.publisher import ResultPublisher, StreamPublisher
 from apportion.workers.studio.recent import RecentJobs
 
@@ -53,6 +54,8 @@ class Runtime:
     policies: PolicyStore | None = None
     # The studio's record of recent launch_select jobs (None: not kept).
     recent: RecentJobs | None = None
+    # Progress events of long jobs (heal_org); None: not published.
+    progress: ProgressEvents | None = None
 
     def context(
         self, policies_read: PoliciesRead | None = None, digest: str | None = None
@@ -122,6 +125,7 @@ def build_runtime(settings: Settings) -> Runtime:
         launcher=make_launcher(settings),
         policies=policy_store(settings, client),
         recent=recent_jobs(settings, client) if settings.recent_jobs else None,
+        progress=ProgressEvents(client, keys, maxlen=settings.stream_maxlen),
     )
 
 

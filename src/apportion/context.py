@@ -20,6 +20,8 @@ FailureCounts = Callable[[Sequence[str], float], Mapping[str, int]]
 # a string naming why it was not recorded (e.g. "outside_retention")
 RecordOutcome = Callable[[Any], bool | str]
 UnknownFields = Literal["warn", "reject"]
+# (consumers_done, consumers_total): called by heal_org after each consumer.
+Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,17 @@ class Context:
     # the job rejected ("reject", APPORTION_UNKNOWN_FIELDS). A job's own `strict`, true or
     # false, wins: the setting is the fleet's default, not a rule over every producer.
     unknown_fields: UnknownFields = "warn"
+    # heal_org: told how many consumers are done after each one. Injected by the worker,
+    # which publishes a progress event every so many (APPORTION_HEAL_PROGRESS_EVERY); the
+    # engine only reports, so it stays free of I/O. None: nobody listens (`apportion solve`).
+    progress: Progress | None = None
 
 
-__all__ = ["Context", "FailureCounts", "PolicyLookup", "RecordOutcome", "StoredPolicy"]
+__all__ = [
+    "Context",
+    "FailureCounts",
+    "PolicyLookup",
+    "Progress",
+    "RecordOutcome",
+    "StoredPolicy",
+]

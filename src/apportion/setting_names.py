@@ -73,6 +73,7 @@ SERVICE_SETTINGS: dict[str, Setting] = {
     "stream_maxlen": PLAIN,
     "stream_max_age": PLAIN,
     "dedup_ttl": PLAIN,
+    "heal_progress_every": PLAIN,
     "publish_retries": PLAIN,
     "publish_backoff_max": PLAIN,
     "failure_retention_hours": PLAIN,

@@ -41,6 +41,11 @@ class Keys:
         """One stream per job kind, so a subscriber reads only the kinds it cares about."""
         return f"{self.prefix}:results:{kind}"
 
+    def progress_stream(self, kind: str) -> str:
+        """Progress of long jobs (heal_org), beside the result stream: that one keeps its
+        one entry per job_id, which answer-waiters and subscribers count on."""
+        return f"{self.prefix}:progress:{kind}"
+
     def all_results_streams(self) -> list[str]:
         return [self.results_stream(k) for k in kinds.names()]
 

@@ -22,6 +22,7 @@ from fractions import Fraction
 from itertools import compress, count
 from typing import TYPE_CHECKING, Any
 
+from apportion.attach.columns import PoolColumns
 from apportion.attach.compliance import (
     ComplianceView,
     CoverageContext,
@@ -112,8 +113,12 @@ def _members(
         host_uuid=inp.host_uuid,
         attached_pool_ids=attached_ids,
         below_multiplier=profile.drops_pools_below_instance_multiplier,
+        plain=None if inp.columns is None else inp.columns.plain,
     )
     check, check_model = pool_check.check, pool_check.check_model
+    if inp.columns is not None:
+        # heal_org: its pools are the columns' views (AttachInput.columns).
+        check = pool_check.check_live
     dropped: list[dict[str, str]] = []
     valid: list[tuple[Pool | PoolView, int, int]] = []
     still: set[GroupKey] = set()
@@ -134,7 +139,7 @@ def _members(
         key = keys[position]
         if offered[position] or key in partial:
             still.add(key)
-    member = _member_maker(offers, scorer, ctx)
+    member = _member_maker(offers, scorer, ctx, inp.columns)
     members = [
         member(_view(item, position), available, position)
         for item, available, position in valid
@@ -148,10 +153,12 @@ _new_member = tuple.__new__
 
 
 def _member_maker(
-    offers: PoolOffers, scorer: Scorer, ctx: CoverageContext
+    offers: PoolOffers, scorer: Scorer, ctx: CoverageContext, columns: PoolColumns | None
 ) -> Callable[[PoolView, int, int], Member]:
     """A pool's :class:`Member` (its coverage unit, step and score) in this run, with the
     consumer's values read once: hundreds of pools a job become members."""
+    if columns is not None:
+        return _column_member_maker(offers, scorer, ctx, columns)
     guest = ctx.consumer.is_guest
     offered, protects = offers.offers, offers.protects
     score, unit = scorer.score, ctx.unit
@@ -177,6 +184,41 @@ def _member_maker(
     return member
 
 
+def _column_member_maker(
+    offers: PoolOffers, scorer: Scorer, ctx: CoverageContext, columns: PoolColumns
+) -> Callable[[PoolView, int, int], Member]:
+    """:func:`_member_maker` for heal_org: every pool's score computed at once, its step
+    read once, and its coverage unit shared with the consumers of the same kind, all by
+    the view's position."""
+    guest = ctx.consumer.is_guest
+    offered, protects = offers.offers, offers.protects
+    make_unit = ctx.unit
+    units = columns.units(ctx.consumer)
+    steps = columns.steps(guest)
+    scores = None if columns.scoring is None else scorer.score_columns(columns.scoring)
+    score = scorer.score
+
+    def member(view: PoolView, available: int, position: int) -> Member:
+        at = view.position
+        unit = units[at]
+        if unit is None:
+            unit = units[at] = make_unit(view, view.sizes_for(guest))
+        return _new_member(
+            Member,
+            (
+                view,
+                unit,
+                available,
+                steps[at],
+                score(view, view.sizes_for(guest)) if scores is None else scores[at],
+                offered[position],
+                protects[position],
+            ),
+        )
+
+    return member
+
+
 def _work(groups: Sequence[GroupWork], partial: set[str]) -> list[GroupWork]:
     """Steps 4–6 on every group, visited in reverse input order; the usable ones."""
     usable: list[GroupWork] = []
@@ -187,8 +229,9 @@ def _work(groups: Sequence[GroupWork], partial: set[str]) -> list[GroupWork]:
         if not group.offers() and (group.stack_id or "") not in partial:
             group.status = "provides nothing still needed"
             continue
-        group.remove_extra_attributes()
-        group.prune()
+        if group.stackable:  # both steps leave a single pool's group as it is
+            group.remove_extra_attributes()
+            group.prune()
         group.status = "valid, not chosen"
         usable.append(group)
     return usable
@@ -201,7 +244,12 @@ def run_attach(inp: AttachInput) -> AttachOutcome:
     scorer = Scorer(inp.consumer, needs.wants, inp.profile)
     partial = inp.compliance.partial_stacks
     offers = read_offers(
-        inp.pools, needs, partial, inp.consider_derived, inp.profile.reads_like_the_server
+        inp.pools,
+        needs,
+        partial,
+        inp.consider_derived,
+        inp.profile.reads_like_the_server,
+        inp.columns,
     )
     members, dropped, still = _members(inp, offers, scorer, ctx)
     groups = build_groups(members, ctx, _attached(ctx, inp.compliance), scorer.scale)
@@ -213,6 +261,7 @@ def run_attach(inp: AttachInput) -> AttachOutcome:
         partial,
         inp.profile.most_products_first,
         partials_cover_products_only=inp.profile.partials_cover_products_only,
+        explain=inp.explain,
     )
     quantities, covered = _quantities(picks)
     covered_list = tuple(p for p in needs.to_cover if p in covered)

@@ -119,6 +119,25 @@ class CoverageContext:
             ),
         )
 
+    def covers_alone(self, unit: CoverageUnit, quantity: int, global_limit: int | None) -> bool:
+        """:meth:`Tally.covers` of a tally holding only ``unit`` at ``quantity`` (a pool
+        that is not stacked: most groups), without building the tally."""
+        if unit.arch_has and not unit.arch_ok:
+            return False
+        if unit.guest_limit is not None and not _limit_covers(global_limit, self.consumer):
+            return False
+        need, exempt, socket_index = self.need, self.host_exempt, self.socket_index
+        restricted = unit.host_restricted
+        for k, value in unit.present:
+            if k == socket_index:
+                m = unit.socket_multiplier
+                total = value * ((quantity - quantity % m) // m)
+            else:
+                total = value * quantity
+            if total < need[k] and not (restricted and exempt[k]):
+                return False
+        return True
+
     def has(self, unit: CoverageUnit, attribute: str) -> bool:
         """Whether a pool carries (and so makes its stack enforce) a coverage attribute."""
         if attribute == "arch":

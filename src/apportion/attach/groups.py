@@ -127,6 +127,7 @@ class GroupWork:
         "_limited",
         "_offers",
         "_quantities",
+        "_sorted",
         "attached",
         "ctx",
         "failures",
@@ -138,7 +139,6 @@ class GroupWork:
         "removed_as_extra",
         "removed_by_validation",
         "scale",
-        "sort_ties",
         "stack_id",
         "stackable",
         "status",
@@ -170,7 +170,8 @@ class GroupWork:
         self.removed_as_extra: Sequence[str] = _NONE
         self.lost_as_extra: Sequence[Offer] = ()
         self.pruned: Sequence[str] = _NONE
-        self.sort_ties: list[list[PoolView]] = []
+        # The members as the prune sort ordered them (its ties: sort_ties).
+        self._sorted: Sequence[Member] = ()
         self.failures: Sequence[str] = _NONE
         self.status = "considered"
         self._offers: frozenset[Offer] | None = None
@@ -225,6 +226,12 @@ class GroupWork:
             self._full = self._tally(self.members)
         return self._full
 
+    @property
+    def sort_ties(self) -> list[list[PoolView]]:
+        """Runs of pools the prune sort found equal, which Candlepin's unstable sort may
+        order either way: found when the explanation asks, not for every stack pruned."""
+        return _ties(self._sorted, self.scale)
+
     # ---- the steps ---------------------------------------------------------------------
 
     def validate(self) -> bool:
@@ -232,12 +239,16 @@ class GroupWork:
             m = self.members[0]
             self.initial = [m.view.id]
             unit = m.unit
-            limit = self._limit(self.members)
-            tally = Tally(self.ctx)
+            # _limit without its calls when neither the pool nor an attached entitlement
+            # has a guest_limit (most single pools).
+            limited = unit.guest_limit is not None or self.attached.limits
+            limit = self._limit(self.members) if limited else None
             # compliance.effective_quantity of a pool that is not stacked.
-            tally.add(unit, 1 if m.available > 1 else m.available)
-            if tally.covers(limit):
+            quantity = 1 if m.available > 1 else m.available
+            if self.ctx.covers_alone(unit, quantity, limit):
                 return True
+            tally = Tally(self.ctx)
+            tally.add(unit, quantity)
             self.failures = tally.failures(limit)
             return False
         self.initial = [m.view.id for m in self.members]
@@ -268,31 +279,9 @@ class GroupWork:
         # rules.js remove_extra_attrs compares the role and addons of the whole group (not
         # of the candidate) with themselves, so only the products count: a candidate
         # may drop the pools that carry the role or an addon.
-        original = _product_count(members)
-        # The stack's tally less the pools carrying an attribute is the tally of those
-        # without it (tallies are sums), so each candidate costs only its removals.
-        full = self._members_tally()
-        index = self.ctx.index
-        candidates = [members]
-        tallies = [full]
-        for attribute in _subset_order(tuple(attributes)):
-            without: list[Member] = []
-            tally = full.copy()
-            k = index.get(attribute, -1)  # -1: guest_limit (arch is never carried here)
-            for m in members:
-                unit = m.unit
-                if (unit.sizes[k] if k >= 0 else unit.guest_limit) is not None:
-                    tally.add(unit, m.available, -1)
-                else:
-                    without.append(m)
-            # An empty candidate scores 0/0 in rules.js (NaN), which never wins.
-            if (
-                without
-                and tally.covers(self._limit(without))
-                and _product_count(without) == original
-            ):
-                candidates.append(without)
-                tallies.append(tally)
+        candidates, tallies = self._extra_candidates(members, attributes)
+        if len(candidates) == 1:
+            return  # the stack itself, which the scores below would keep
         # Score per pool: (virt_only 100 + host-specific 150) summed over the candidate's
         # pools and divided by their number; compared exactly by cross-multiplying.
         best, best_total, size = 0, 0, len(members)
@@ -317,11 +306,48 @@ class GroupWork:
                 kept |= m.protects
             self.lost_as_extra = sorted({o for m in members for o in m.protects} - kept)
 
+    def _extra_candidates(
+        self, members: list[Member], attributes: list[str]
+    ) -> tuple[list[list[Member]], list[Tally]]:
+        """The stack, then the stack less the pools carrying each attribute in the
+        reference's order where that still covers the consumer and offers as many
+        products; with their tallies."""
+        original: int | None = None  # counted when a candidate needs it
+        # The stack's tally less the pools carrying an attribute is the tally of those
+        # without it (tallies are sums), so each candidate costs only its removals.
+        full = self._members_tally()
+        index = self.ctx.index
+        candidates = [members]
+        tallies = [full]
+        for attribute in _subset_order(tuple(attributes)):
+            k = index.get(attribute, -1)  # -1: guest_limit (arch is never carried here)
+            if k >= 0:
+                without = [m for m in members if m.unit.sizes[k] is None]
+            else:
+                without = [m for m in members if m.unit.guest_limit is None]
+            # An empty candidate scores 0/0 in rules.js (NaN), which never wins (often
+            # every pool of a stack carries the attribute: no tally to count then).
+            if not without:
+                continue
+            tally = full.copy()
+            for m in members:
+                unit = m.unit
+                if (unit.sizes[k] if k >= 0 else unit.guest_limit) is not None:
+                    tally.add(unit, m.available, -1)
+            if not tally.covers(self._limit(without)):
+                continue
+            if original is None:
+                original = _product_count(members)
+            if _product_count(without) == original:
+                candidates.append(without)
+                tallies.append(tally)
+        return candidates, tallies
+
     def prune(self) -> None:
         if not self.stackable or len(self.members) < 2:
             return  # the only pool of a group that is needed stays
         members = sorted(self.members, key=cmp_to_key(partial(_compare, self.scale)))
-        self.sort_ties = _ties(members, self.scale)
+        self._sorted = tuple(members)
         tally = self._members_tally().copy()
         # How many of the stack's pools protect each offer (a plain dict: Counter.update
         # is Python code, called for every pool of every stack).

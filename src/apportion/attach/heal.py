@@ -7,16 +7,19 @@ auto_attach answers consumer by consumer in the given order, each job carrying t
 pools' ``consumed`` as raised by the earlier consumers.
 
 What the loop repeats is done once: the organisation's pools are checked once (a bad
-pool rejects the whole job: every consumer shares it), each pool is read once, on first
-use, and pools are indexed by group (stack or pool), product, role and addon. A
+pool rejects the whole job: every consumer shares it), read once, and held as columns
+(:mod:`.columns`): indexed by group (stack or pool), product, role and addon, their
+priorities' terms, offers' readings and coverage units ready for every consumer. A
 consumer's attach is given only the groups that can matter to it — those with a pool
 providing a product it still needs, matching its role or one of its addons, or being
-one of its partial stacks — and of those only the pools anyone can still attach (valid
-at the check time, quantity left). auto_attach considers no other group (it leaves out
-every group offering nothing still needed that is not a partial stack) and drops those
-pools whoever asks, so its answer is the same. Its explanation is built only for the
-consumers the job names in ``explain``, which are given every pool so that it is their
-single job's, word for word.
+one of its partial stacks — and of those only the pools it can attach by what it is:
+valid at the check time, quantity left, and past the filters that read only its facts
+(arch, sizes, virt_only, physical_only, consumer type), decided once per class of
+facts. auto_attach considers no other group (it leaves out every group offering
+nothing still needed that is not a partial stack) and drops those pools, so its answer
+is the same. Its explanation is built only for the consumers the job names in
+``explain``, which are given every pool (and no columns) so that it is their single
+job's, word for word.
 
 A consumer's own problems (its facts, its entitlements, its sizes over the limits) are
 that consumer's rejection, with paths under ``consumers[i]``; the loop goes on. A job
@@ -35,7 +38,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from apportion.attach.autoattach import run_attach
+from apportion.attach.columns import PoolColumns
 from apportion.attach.compliance import (
     AttachedEntitlement,
     ComplianceView,
@@ -73,60 +79,29 @@ from apportion.limits import Limits, env_name, over_limit
 if TYPE_CHECKING:
     from apportion.context import Context
 
-GroupKey = tuple[str, str]  # ("stack", stacking_id) or ("pool", pool id), as in .offers
-
 
 class Estate:
     """The organisation's pools, read once and indexed, with ``consumed`` as it rises."""
 
-    __slots__ = (
-        "_groups",
-        "_live",
-        "_views",
-        "by_addon",
-        "by_product",
-        "by_role",
-        "consumed",
-        "pools",
-    )
+    __slots__ = ("_live", "_views", "columns", "consumed", "pools")
 
     def __init__(self, pools: Sequence[Pool], at: datetime) -> None:
         self.pools = pools
-        # Each pool's view as it stands (its consumed raised by the binds so far); read on
-        # first use.
-        self._views: list[PoolView | None] = [None] * len(pools)
+        # Each pool's view as it stands (its consumed raised by the binds so far).
+        self._views: list[PoolView] = [view_pool(pool, i) for i, pool in enumerate(pools)]
         # Whether a pool can still be attached by anyone: valid at the check time, with
         # quantity left. auto_attach drops the others whoever asks (its date and quantity
         # filters), so they are left out before its other, consumer-dependent, filters.
-        self._live: list[bool] = [
-            _on_date(pool, at) and not _used_up(pool.quantity, pool.consumed) for pool in pools
-        ]
-        # Positions of each group's pools, in input order.
-        self._groups: dict[GroupKey, list[int]] = {}
-        self.by_product: dict[str, set[GroupKey]] = {}
-        self.by_role: dict[str, set[GroupKey]] = {}
-        self.by_addon: dict[str, set[GroupKey]] = {}
+        self._live = np.array(
+            [_on_date(pool, at) and not _used_up(pool.quantity, pool.consumed) for pool in pools],
+            dtype=np.bool_,
+        )
+        self.columns = PoolColumns(self._views, [_purpose_values(pool) for pool in pools])
         # The consumed of every pool an earlier consumer attached, by position.
         self.consumed: dict[int, int] = {}
-        for position, pool in enumerate(pools):
-            pattrs = pool.product_attributes
-            stacking = pattrs.get("stacking_id")
-            key = ("stack", stacking) if stacking is not None else ("pool", pool.id)
-            self._groups.setdefault(key, []).append(position)
-            for product in (pool.product_id, *pool.provided_products):
-                self.by_product.setdefault(product, set()).add(key)
-            # Roles and addons as either reading finds them (the product's, the pool's):
-            # a superset of what the rules match is harmless, they check again.
-            for name, index in (("roles", self.by_role), ("addons", self.by_addon)):
-                for raw in (pattrs.get(name), pool.attributes.get(name)):
-                    for value in split_values(raw):
-                        index.setdefault(value, set()).add(key)
 
     def view(self, position: int) -> PoolView:
-        found = self._views[position]
-        if found is None:
-            found = self._views[position] = view_pool(self.pools[position], position)
-        return found
+        return self._views[position]
 
     def relevant(
         self,
@@ -134,32 +109,35 @@ class Estate:
         to_cover: Iterable[str],
         partial_stacks: Iterable[str],
     ) -> list[PoolView]:
-        """The live pools of every group that can matter to the consumer, in input order."""
-        keys: set[GroupKey] = set()
-        for product in to_cover:
-            keys |= self.by_product.get(product, set())
-        if consumer.role is not None:
-            keys |= self.by_role.get(consumer.role.strip().lower(), set())
-        for addon in consumer.addons:
-            keys |= self.by_addon.get(addon.lower(), set())
-        keys |= {("stack", sid) for sid in partial_stacks}
-        groups, live, view = self._groups, self._live, self.view
-        positions = sorted(p for key in keys for p in groups.get(key, ()) if live[p])
-        return [view(p) for p in positions]
+        """The live pools of every group that can matter to the consumer, in input order,
+        less those its facts can never attach (auto_attach drops them, whatever else)."""
+        views = self._views
+        positions = self.columns.relevant(consumer, to_cover, partial_stacks, self._live)
+        return [views[p] for p in positions]
 
     def everything(self) -> list[PoolView]:
-        return [self.view(p) for p in range(len(self.pools))]
+        return list(self._views)
 
     def attach(self, positions: dict[str, int], quantities: dict[str, int]) -> None:
         """The bind: raise each chosen pool's consumed by the quantity attached."""
         for pool_id, quantity in quantities.items():
             position = positions[pool_id]
-            current = self.view(position)
+            current = self._views[position]
             consumed = current.consumed + quantity
             self.consumed[position] = consumed
             self._views[position] = current._replace(consumed=consumed)
+            self.columns.changed(position, current.quantity - consumed)
             if _used_up(current.quantity, consumed):
                 self._live[position] = False
+
+
+def _purpose_values(pool: Pool) -> tuple[frozenset[str], frozenset[str]]:
+    """A pool's roles and addons as either reading finds them (the product's, the
+    pool's): a superset of what the rules match is harmless, they check again."""
+    pattrs, attrs = pool.product_attributes, pool.attributes
+    roles = split_values(pattrs.get("roles")) | split_values(attrs.get("roles"))
+    addons = split_values(pattrs.get("addons")) | split_values(attrs.get("addons"))
+    return roles, addons
 
 
 def _on_date(pool: Pool, at: datetime) -> bool:
@@ -238,6 +216,9 @@ def _heal_one(run: _Run, entry: HealConsumer, path: str, index: int) -> HealCons
             profile=run.profile,
             host_uuid=entry.host_uuid,
             explain=explain,
+            # An explained consumer is given every pool (not only those live and
+            # attachable by its class, which the columns path takes for granted).
+            columns=None if explain else estate.columns,
         )
     )
     quantities = outcome.pool_quantities
@@ -351,6 +332,8 @@ def solve_heal_org(job: HealOrgJob, ctx: Context) -> HealOrgResult:
             answer = _rejection(index, entry, exc)
         answers.append(answer)
         size.add(answer, pools, list(estate.consumed)[before:])
+        if ctx.progress is not None:
+            ctx.progress(index + 1, len(job.consumers))
     consumed = {pools[p].id: value for p, value in sorted(estate.consumed.items())}
     return {
         "consumers": answers,

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from apportion.attach.columns import PoolColumns
 from apportion.attach.compliance import (
     AttachedEntitlement,
     ComplianceView,
@@ -52,6 +53,10 @@ class AttachInput:
     host_uuid: str | None = None
     # Whether to build the explanation (heal_org builds it only for the consumers asked).
     explain: bool = True
+    # heal_org: every pool's values read once for all its consumers. Then ``pools`` are
+    # views whose position is their place in these columns, each on date with quantity
+    # left and past the filters that read only the consumer's facts (Estate.relevant).
+    columns: PoolColumns | None = None
 
 
 def reject_if(log: ProblemLog) -> None:

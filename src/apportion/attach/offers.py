@@ -23,12 +23,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
+
+import numpy as np
 
 from apportion.attach.needs import Needs, Offer
 from apportion.attach.pools import PoolView, split_values_cached
 from apportion.contracts.attach import Pool
 
+if TYPE_CHECKING:
+    from apportion.attach.columns import PoolColumns
+
 GroupKey = tuple[str, str]  # ("stack", stacking_id) or ("pool", pool id)
+# The most products wanted that read_columns finds as bits of one 64-bit integer.
+_MASK_BITS = 62
 _Reading = tuple[frozenset[str], str | None, str | None, str | None, str | None]
 _NOTHING: frozenset[str] = frozenset()
 _NO_OFFERS: frozenset[Offer] = frozenset()
@@ -148,6 +156,59 @@ class _Reader:
                 needing.add(key)
         return needing
 
+    def read_columns(
+        self,
+        pools: Sequence[PoolView],
+        out: PoolOffers,
+        partial: set[GroupKey],
+        columns: PoolColumns,
+    ) -> set[GroupKey]:
+        """:meth:`read` of views whose pools the columns hold (heal_org). A pool's offers
+        follow from which of the products wanted it provides (bits, found for all pools
+        at once) and its syspurpose readings: each distinct pair is read once."""
+        positions = np.fromiter((v.position for v in pools), dtype=np.intp, count=len(pools))
+        wanted = sorted(self.products)
+        masks = columns.product_masks(wanted)[positions]
+        if self.syspurpose:
+            readings = columns.offer_purpose_ids[positions]
+        else:
+            readings = np.zeros(len(positions), dtype=np.intp)
+        kinds = max(len(columns.offer_purposes), 1)
+        if len(wanted) + kinds.bit_length() < 63:
+            # Each (mask, reading) pair as one integer: a plain sort finds the distinct ones.
+            codes, inverse = np.unique(masks * kinds + readings, return_inverse=True)
+            pairs = [divmod(code, kinds) for code in codes.tolist()]
+        else:
+            rows, inverse = np.unique(
+                np.stack((masks, readings), axis=1), axis=0, return_inverse=True
+            )
+            pairs = rows.tolist()
+        answers = [self._pair(wanted, mask, reading, columns) for mask, reading in pairs]
+        which: list[int] = inverse.reshape(-1).tolist()
+        group_of = columns.keys
+        keys = [group_of[p] for p in positions.tolist()]
+        out.keys.extend(keys)
+        out.offers.extend([answers[i][0] for i in which])
+        out.protects.extend([answers[i][1] for i in which])
+        given = [answers[i][2] for i in which]
+        if partial:
+            out.given.extend([g or k in partial for g, k in zip(given, keys, strict=True)])
+        else:
+            out.given.extend(given)
+        counts = [bool(a[0]) and (a[2] or not self.server) for a in answers]
+        return {keys[n] for n, i in enumerate(which) if counts[i]}
+
+    def _pair(
+        self, wanted: list[str], mask: int, reading: int, columns: PoolColumns
+    ) -> tuple[frozenset[Offer], frozenset[Offer], bool]:
+        """(offers, protects, given for what it offers) of a pool providing the products
+        ``mask`` selects of ``wanted`` with the syspurpose readings ``reading``."""
+        products = frozenset(p for bit, p in enumerate(wanted) if mask >> bit & 1)
+        if not self.syspurpose:
+            return (*self.offer_sets(products, _NOTHING, _NOTHING), bool(products))
+        roles, addons, matched = self.purpose(columns.offer_purposes[reading])
+        return (*self.offer_sets(products, roles, addons), bool(products) or matched)
+
     def answer(self, reading: _Reading) -> tuple[frozenset[Offer], frozenset[Offer], bool]:
         """(offers, protects, given for what it offers) of a pool read as ``reading``:
         (products found, roles and addons as read, the product's roles and addons)."""
@@ -188,12 +249,19 @@ def read_offers(
     partial_stacks: Sequence[str],
     consider_derived: bool,
     server: bool,
+    columns: PoolColumns | None = None,
 ) -> PoolOffers:
-    """Read every pool's offers and decide which pools and groups the rules see."""
+    """Read every pool's offers and decide which pools and groups the rules see.
+    ``columns``: the pools' values read once (heal_org; ``pools`` are then their views)."""
     reader = _Reader(needs, consider_derived, server)
     out = PoolOffers()
     partial = {("stack", sid) for sid in partial_stacks}
-    needing = reader.read(pools, out, partial)
+    if columns is not None and not consider_derived and len(reader.products) <= _MASK_BITS:
+        # heal_org: every pool is a view of the columns' pools.
+        views = cast(Sequence[PoolView], pools)
+        needing = reader.read_columns(views, out, partial, columns)
+    else:
+        needing = reader.read(pools, out, partial)
     return _decide(out, pools, needing, partial, server)
 
 

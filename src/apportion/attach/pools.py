@@ -630,6 +630,14 @@ def _size_drop(
     return None
 
 
+def size_drop_of(
+    sizes: Mapping[str, int], vcpu: int | None, consumer: ConsumerProfile
+) -> Drop | None:
+    """The size filters of a non-stacked pool with these sizes (vcpu as the consumer
+    reads it): what heal_org decides once per class of facts."""
+    return _size_drop(sizes, vcpu, consumer)
+
+
 def _model_size_drop(written: tuple[str | None, ...], consumer: ConsumerProfile) -> Drop | None:
     """:func:`_size_filters` of a non-stacked pool setting only product attributes, from
     its :data:`SIZE_ATTRIBUTES` as written, read as :func:`view_pool` reads them ("0" or
@@ -662,6 +670,7 @@ class PoolCheck:
         "_consumer",
         "_host_uuid",
         "_physical",
+        "_plain_at",
         "_size_drops",
         "_type_ok",
     )
@@ -674,8 +683,11 @@ class PoolCheck:
         host_uuid: str | None,
         attached_pool_ids: frozenset[str],
         below_multiplier: bool,
+        plain: Sequence[bool] | None = None,
     ) -> None:
         self._consumer = consumer
+        # heal_org's PoolColumns.plain, by position (see check_live).
+        self._plain_at: Sequence[bool] = () if plain is None else plain
         self._at = at
         self._host_uuid = host_uuid
         self._attached = attached_pool_ids
@@ -716,6 +728,20 @@ class PoolCheck:
         if self._below and self._physical and multiplier is not None and amount < multiplier:
             return self._plain(view)
         return amount, None
+
+    def check_live(self, view: PoolView) -> tuple[int, Drop | None]:
+        """:meth:`check` of a pool known to be on date, with quantity left, and past the
+        filters that read only the consumer's facts (arch, sizes, virt_only,
+        physical_only, consumer type: heal_org's estate decides those once per class).
+        A pool ``plain`` (by its position: a limited quantity, no rarely set attribute
+        and no instance_multiplier) has only its quantity and whether the consumer holds
+        it left to read."""
+        if self._plain_at[view.position] and self._type_ok:
+            if view.multi_ent:
+                return view.quantity - view.consumed, None
+            if view.id not in self._attached:
+                return 1, None
+        return self.check(view)
 
     def check_model(self, pool: Pool) -> tuple[int, Drop | None] | None:
         """:meth:`check` of the pool's view, read straight from the model; None when the

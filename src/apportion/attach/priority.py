@@ -27,12 +27,20 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from apportion.attach.facts import ConsumerProfile
 from apportion.attach.pools import PoolView
 from apportion.attach.values import split_values
 
 CATEGORIES = ("products", "roles", "addons", "support_level", "usage", "support_type")
+if TYPE_CHECKING:
+    from apportion.attach.columns import ScoreColumns
+
+# The int64 columns' headroom: a score whose terms could reach it is computed pool by pool.
+_INT64_ROOM = 2**61
 _SIZING = ("sockets", "cores", "ram", "vcpu")
 _PHYSICAL_SIZING = ("sockets", "cores", "ram")
 _GUEST_SIZING = ("vcpu", "ram")
@@ -305,6 +313,67 @@ class Scorer:
                 if view.quantity - view.consumed >= required * multi:
                     total += points
         return total
+
+    def score_columns(self, columns: ScoreColumns) -> list[int] | None:
+        """:meth:`score` of every pool of ``columns`` at once (by position), or None when
+        the scaled terms could overflow 64-bit integers (then score pool by pool)."""
+        _, unsatisfied, specified, match, null, mismatch = self._categories[0]
+        purposes = self._purposes
+        points = [
+            found if (found := purposes.get(p)) is not None else self._purpose_points(p)
+            for p in columns.purposes
+        ]
+        sizing = [self._size_terms(columns, a) for a in self._scored_sizes]
+        widest = max(columns.max_products, 1)
+        bounds = [
+            self.start,
+            match * widest,
+            null,
+            mismatch * len(specified),
+            max(map(abs, points), default=0),
+            self._hundred + self._hundred_fifty + self._plan_twenties,
+            *(t for s in sizing for t in s[2:]),
+        ]
+        if sum(map(abs, bounds)) >= _INT64_ROOM:
+            return None
+        has = columns.has_products
+        total = np.full(len(has), self.start, dtype=np.int64)
+        if unsatisfied:
+            total += match * columns.count(unsatisfied)
+        else:
+            total[~has] += null
+        if specified:
+            total[has] += (mismatch * (len(specified) - columns.count(specified)))[has]
+        total += np.array(points, dtype=np.int64)[columns.purpose_ids]
+        total[columns.virt_only] += self._hundred
+        total[columns.host_specific] += self._hundred_fifty
+        total += self._plan_twenties
+        for attribute, (required, gained, _, _) in zip(self._scored_sizes, sizing, strict=True):
+            _, index = columns.sizes[(self._guest, attribute)]
+            sized = index >= 0
+            total[sized] -= self._twenty
+            at = index[sized]
+            needed = required[at]
+            if attribute == "sockets":
+                needed = needed * columns.socket_multiplier[sized]
+            won = np.where(columns.available[sized] >= needed, gained[at], 0)
+            total[sized] += won
+        return total.tolist()
+
+    def _size_terms(
+        self, columns: ScoreColumns, attribute: str
+    ) -> tuple[np.ndarray, np.ndarray, int, int]:
+        """Per distinct size of ``attribute``: entitlements required and points when
+        available; and the largest of each (times the socket multiplier), for the bound."""
+        distinct, _ = columns.sizes[(self._guest, attribute)]
+        entries = [self._sizing_entry(attribute, size) for size in distinct]
+        required = [r for r, _ in entries]
+        gained = [g for _, g in entries]
+        widest = max(required, default=0) * (2**40 if attribute == "sockets" else 1)
+        top = max(gained, default=0) + self._twenty
+        if widest >= _INT64_ROOM or top >= _INT64_ROOM:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), _INT64_ROOM, 0
+        return np.array(required, dtype=np.int64), np.array(gained, dtype=np.int64), widest, top
 
     def value(self, scaled: int | Fraction) -> Fraction:
         """A scaled score (or average of scores) back as an exact number."""

@@ -58,6 +58,7 @@ def select(
     products_first: bool = False,
     *,
     partials_cover_products_only: bool = False,
+    explain: bool = True,
 ) -> list[Pick]:
     """Choose groups until nothing still needed can be covered; ``needed`` is consumed.
 
@@ -69,6 +70,9 @@ def select(
     stays a candidate (it is never left out of ``find_best_ent_group``'s groups) and
     competes for it with every other group. Otherwise (the seed's reading) the partial
     stack provides everything it offers and takes no part in the greedy rounds.
+
+    ``explain``: name each pick's runner-up and the rule that decided (what the
+    explanation reports; the picks are the same without).
     """
     picks = (
         _partial_stack_picks(groups, needed, partial_stacks, partials_cover_products_only)
@@ -83,22 +87,23 @@ def select(
             if fresh:
                 candidates.append(Candidate(group, fresh, len(candidates)))
     if len(candidates) * len(needed) > SCAN_LIMIT:
-        picks += select_indexed(candidates, needed, products_first)
+        picks += select_indexed(candidates, needed, products_first, explain)
     else:
-        picks += _select_scanning(candidates, needed, products_first)
+        picks += _select_scanning(candidates, needed, products_first, explain)
     return picks
 
 
 def _select_scanning(
-    candidates: list[Candidate], needed: set[Offer], products_first: bool
+    candidates: list[Candidate], needed: set[Offer], products_first: bool, explain: bool
 ) -> list[Pick]:
     picks: list[Pick] = []
     while candidates:
         best, virt_only_found = scan(candidates, products_first)
         covered = best.fresh
         pick = Pick(best.group, "best group", tuple(sorted(covered)))
-        runner = runner_up_of(candidates, best, products_first)
-        explain_pick(best, runner, pick, products_first, virt_only_found)
+        if explain:
+            runner = runner_up_of(candidates, best, products_first)
+            explain_pick(best, runner, pick, products_first, virt_only_found)
         picks.append(pick)
         needed -= covered
         # Only groups offering what was just covered change; a group left with nothing

@@ -199,8 +199,10 @@ class _Index:
 
 
 def select_indexed(
-    candidates: list[Candidate], needed: set[Offer], products_first: bool
+    candidates: list[Candidate], needed: set[Offer], products_first: bool, explain: bool = True
 ) -> list[Pick]:
+    """:func:`.select`'s greedy rounds over an index of the candidates; ``explain``: name
+    each pick's runner-up and deciding rule (the explanation's, not the answer's)."""
     index = _Index(candidates, products_first)
     by_offer: dict[Offer, list[Candidate]] = {}
     for c in candidates:
@@ -212,7 +214,8 @@ def select_indexed(
         best, virt_only_found = index.winner()
         covered = best.fresh
         pick = Pick(best.group, "best group", tuple(sorted(covered)))
-        explain_pick(best, index.runner_up(best), pick, products_first, virt_only_found)
+        if explain:
+            explain_pick(best, index.runner_up(best), pick, products_first, virt_only_found)
         picks.append(pick)
         needed -= covered
         index.put(best, alive=False)

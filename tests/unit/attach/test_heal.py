@@ -8,6 +8,7 @@ import json
 import random
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -185,6 +186,27 @@ def test_a_heal_answers_what_auto_attach_answers_consumer_by_consumer(
     assert [a["index"] for a in result["consumers"]] == list(range(len(job["consumers"])))
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_a_heal_over_numbers_too_large_for_its_columns_answers_what_auto_attach_answers(
+    seed: int,
+) -> None:
+    # Sizes and quantities past what the heal's 64-bit columns are trusted with (their
+    # products could overflow): pools are scored one by one, as a single job scores them.
+    rng = random.Random(seed)
+    job = estate(rng)
+    huge = str(2**62)
+    job["pools"][0]["product_attributes"]["sockets"] = huge
+    job["pools"][-1]["quantity"] = 2**62
+    expected, consumed = one_by_one(job)
+
+    result = heal(job)
+
+    assert [comparable(a) for a in result["consumers"]] == [
+        {k: v for k, v in a.items() if k != "explanation"} for a in expected
+    ]
+    assert result["consumed"] == consumed
+
+
 def guest(uuid: str) -> dict[str, Any]:
     return consumer(uuid=uuid, guest=True, installed=("rhel",))
 
@@ -283,6 +305,33 @@ def test_a_heal_out_of_time_answers_the_consumers_healed_so_far_and_where_it_sto
     summary = result["summary"]
     assert (summary["complete"], summary["stopped_at"], summary["answered"]) == (False, 1, 1)
     assert summary["stopped_reason"] == "heal_seconds"
+
+
+def test_a_heal_reports_its_progress_after_each_consumer_including_rejected_ones() -> None:
+    job = _tight_estate()
+    job["consumers"][1]["entitlements"] = [
+        ent("bad", pool("broken", "rhel", pattrs={"sockets": "x"}))
+    ]
+    reports: list[tuple[int, int]] = []
+    ctx = Context(now=NOW, progress=lambda done, total: reports.append((done, total)))
+
+    result = heal(job, ctx)
+
+    assert result["consumers"][1]["status"] == "rejected"
+    assert reports == [(1, 5), (2, 5), (3, 5), (4, 5), (5, 5)]
+
+
+def test_a_heal_stopped_early_reports_only_the_consumers_it_answered() -> None:
+    reports: list[tuple[int, int]] = []
+    ctx = Context(
+        now=NOW,
+        limits=Limits(heal_seconds=1e-9),
+        progress=lambda done, total: reports.append((done, total)),
+    )
+
+    heal(_tight_estate(), ctx)
+
+    assert reports == [(1, 5)]
 
 
 def test_a_heal_whose_answer_would_outgrow_the_envelope_answers_the_consumers_that_fit() -> None:
