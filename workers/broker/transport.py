@@ -98,6 +98,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import uuid
 import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -212,96 +213,129 @@ class _Backoff:
         return was
 
 
-# The body shared by the pop script and the record script: take one raw item from
-# queue list ``queue`` into ``unacked`` (hash and index, as kombu's QoS.append writes
-# them), or bury it in the dead-letter stream when it cannot even be recorded (too
-# large, not a JSON object, no delivery tag) or has been delivered too often.
-# KEYS: unacked index (zset), unacked (hash), dead-letter stream[, queues...]
-# ARGV: now, max item bytes, quarantine_after, delivery-count key prefix, count TTL,
-#       dead-letter MAXLEN, dead-letter copy bytes, dead-letter MINID, now (ISO)[, ...]
-# Returns {queue, item, ''} for an item to deliver, {queue, '', reason} for a buried one,
-# {queue, item, 'unrecorded'} for one cjson cannot read (the gate in Python decides).
-# The hash value is written by concatenation, dumps([raw, exchange, routing_key]) as
-# kombu writes it: the raw message stays byte for byte as queued (cjson would re-encode
-# it, turning [] into {}).
-_TAKE = """
-local function short_string(value)
-  if type(value) == 'string' and #value <= 256 then return value end
-  return ''
-end
-local function bury(queue, item, reason, detail, tag, task, task_id)
-  local copy = string.sub(item, 1, tonumber(ARGV[7]))
+# How a worker takes a job (fixes 2, 3 and 5), in two steps, Redis moving bytes only:
+#
+# 1. *Move*: the item goes from its queue list into the channel's taking list
+#    (Keys.taking: one per channel connection and queue list), atomically on the
+#    server: with LMOVE in :data:`_MOVE` while items wait, with BLMOVE when the worker
+#    is idle. The item is never only in a reply on the wire: a reply lost with its
+#    connection leaves it in the taking list.
+# 2. *Settle*: the worker's main process reads it (the gate, workers/broker/gate.py,
+#    decodes it in Python), then one script (:data:`_SETTLE` or :data:`_BURY_TAKEN`)
+#    moves it from the taking list into ``unacked`` (hash and index, as kombu's
+#    QoS.append writes them) or into the dead letters, given the delivery tag and
+#    the few small fields it needs as arguments. No script decodes a message.
+#
+# A taking list whose channel is gone is put back on its queue (:data:`_RESTORE`): the
+# channel's own worker does it as soon as it reconnects, and any worker does it for a
+# list whose worker stopped saying it is alive (the Keys.takers sorted set). Neither
+# touches the delivery count, so quarantine counts every delivery that reached a worker.
+#
+# Under out-of-memory Redis refuses a script's memory-growing command only while the
+# script has written nothing yet ("we can't stop in the middle"): every script here
+# starts with a write that grows nothing (a pop, or a ZREM of no member), so an item
+# is recorded or restored even then. tests/integration/test_redis_cannot_serve.py
+# checks Redis still works so.
+
+# ARGV shared by the scripts that may bury: now, dead-letter MAXLEN, dead-letter copy
+# bytes, dead-letter MINID, now (ISO), queue list, delivery tag, task, task id.
+# ``dead_letters`` is the stream's key, set by each script before this.
+_BURY_FUNCTION = """
+local function bury(queue, item, reason, detail)
+  local copy = string.sub(item, 1, tonumber(ARGV[3]))
   local truncated = '0'
   if #copy < #item then truncated = '1' end
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[6], '*', 'queue', queue, 'reason', reason,
-    'detail', detail, 'task', task or '', 'task_id', task_id or '', 'tag', tag or '',
-    'size', #item, 'truncated', truncated, 'at', ARGV[9], 'message', copy)
-  redis.call('XTRIM', KEYS[3], 'MINID', '~', ARGV[8])
-  return {queue, '', reason}
+  redis.call('XADD', dead_letters, 'MAXLEN', '~', ARGV[2], '*', 'queue', queue,
+    'reason', reason, 'detail', detail, 'task', ARGV[8], 'task_id', ARGV[9],
+    'tag', ARGV[7], 'size', #item, 'truncated', truncated, 'at', ARGV[5], 'message', copy)
+  redis.call('XTRIM', dead_letters, 'MINID', '~', ARGV[4])
 end
-local function take(queue, item)
-  if #item > tonumber(ARGV[2]) then
-    return bury(queue, item, 'too_large', 'a message of ' .. #item ..
-      ' bytes is over the limit of ' .. ARGV[2] .. ' (raise APPORTION_MAX_MESSAGE_BYTES)')
+local function taken(list, size)
+  local item = redis.call('LPOP', list)
+  if not item then return nil end
+  if #item ~= tonumber(size) then
+    redis.call('LPUSH', list, item)  -- not the item the worker read: leave it be
+    return false
   end
-  local ok, message = pcall(cjson.decode, item)
-  if not ok then
-    -- cjson is stricter than Python's json (an escaped lone surrogate in argsrepr, say):
-    -- the gate decides, and the delivery is recorded the way kombu records it.
-    return {queue, item, 'unrecorded'}
-  end
-  if type(message) ~= 'table' or message[1] ~= nil then
-    return bury(queue, item, 'not_a_message', 'the queue item is JSON but not an object')
-  end
-  local headers = message['headers']
-  local task, task_id = '', ''
-  if type(headers) == 'table' then
-    task, task_id = short_string(headers['task']), short_string(headers['id'])
-  end
-  local props = message['properties']
-  local tag = type(props) == 'table' and props['delivery_tag']
-  local info = type(props) == 'table' and props['delivery_info']
-  if type(tag) ~= 'string' or #tag == 0 or #tag > 256 or type(info) ~= 'table' then
-    return bury(queue, item, 'bad_properties',
-      'properties must hold a delivery_tag string and a delivery_info object', nil, task, task_id)
-  end
-  local counter = ARGV[4] .. tag
-  local n = redis.call('INCR', counter)
-  redis.call('EXPIRE', counter, ARGV[5])
-  if n > tonumber(ARGV[3]) then
-    redis.call('DEL', counter)
-    return bury(queue, item, 'quarantined', 'handed to workers ' .. (n - 1) ..
-      ' times without an answer, each time its worker died' ..
-      ' (raise APPORTION_QUARANTINE_AFTER to allow more)', tag, task, task_id)
-  end
-  redis.call('ZADD', KEYS[1], ARGV[1], tag)
-  redis.call('HSET', KEYS[2], tag, '[' .. item .. ', ' ..
-    cjson.encode(info['exchange'] or '') .. ', ' .. cjson.encode(info['routing_key'] or '') .. ']')
-  return {queue, item, ''}
+  return item
 end
 """
 
-# KEYS[4..]: the queues in priority order. Returns take()'s answer, or false when empty.
-_POP_INTO_UNACKED = LuaScript(
-    _TAKE
-    + """
-for i = 4, #KEYS do
-  local item = redis.call('RPOP', KEYS[i])
-  if item then return take(KEYS[i], item) end
+# Step 1 while items wait. KEYS: takers, then pairs (queue list, taking list) in
+# priority order. ARGV: now. Returns {queue list, item}, or false when all are empty.
+_MOVE = LuaScript("""
+redis.call('ZREM', KEYS[1], '')
+for i = 2, #KEYS, 2 do
+  local item = redis.call('LMOVE', KEYS[i], KEYS[i + 1], 'RIGHT', 'LEFT')
+  if item then
+    redis.call('ZADD', KEYS[1], ARGV[1], KEYS[i + 1])
+    return {KEYS[i], item}
+  end
 end
 return false
+""")
+
+# Step 2 for an item the gate lets through. KEYS: taking list, unacked index, unacked,
+# delivery-count key, dead-letter stream. ARGV: the shared ones, then the item's size,
+# quarantine_after, the count's TTL, exchange and routing key (JSON strings).
+# The hash value is written by concatenation, dumps([raw, exchange, routing_key]) as
+# kombu writes it, so the item stays byte for byte as queued.
+# Returns 'recorded', 'quarantined' (buried), 'gone' (put back on its queue meanwhile:
+# not this worker's to run) or 'mismatch'. 'recorded' also answers a second run of
+# the same call (a retry after a lost reply): the index holds this call's own time.
+_SETTLE = LuaScript(
+    "local dead_letters = KEYS[5]\n"
+    + _BURY_FUNCTION
+    + """
+local item = taken(KEYS[1], ARGV[10])
+if item == nil then
+  if tonumber(redis.call('ZSCORE', KEYS[2], ARGV[7])) == tonumber(ARGV[1]) then
+    return 'recorded'
+  end
+  return 'gone'
+end
+if not item then return 'mismatch' end
+local n = redis.call('INCR', KEYS[4])
+redis.call('EXPIRE', KEYS[4], ARGV[12])
+if n > tonumber(ARGV[11]) then
+  redis.call('DEL', KEYS[4])
+  bury(ARGV[6], item, 'quarantined', 'handed to workers ' .. (n - 1) ..
+    ' times without an answer, each time its worker died' ..
+    ' (raise APPORTION_QUARANTINE_AFTER to allow more)')
+  return 'quarantined'
+end
+redis.call('ZADD', KEYS[2], ARGV[1], ARGV[7])
+redis.call('HSET', KEYS[3], ARGV[7], '[' .. item .. ', ' .. ARGV[13] .. ', ' .. ARGV[14] .. ']')
+return 'recorded'
 """
 )
 
-# ARGV[10]: the queue, ARGV[11]: an item BRPOP already took off it.
-# The item is in no list any more: it must be recorded even when Redis is past
-# maxmemory. Redis refuses a script's memory-growing command (INCR, HSET, XADD) under
-# OOM only while the script has written nothing yet ("we can't stop in the middle"), so
-# the script starts with a write that grows nothing (the pop script's RPOP does the same
-# for it). tests/integration/test_redis_cannot_serve.py checks Redis still works so.
-_RECORD_IN_UNACKED = LuaScript(
-    _TAKE + "\nredis.call('ZREM', KEYS[1], '')\nreturn take(ARGV[10], ARGV[11])\n"
+# Step 2 for an item the gate refuses. KEYS: taking list, dead-letter stream,
+# delivery-count key. ARGV: the shared ones, then the item's size, reason, detail.
+# Returns 'buried', 'gone' or 'mismatch'.
+_BURY_TAKEN = LuaScript(
+    "local dead_letters = KEYS[2]\n"
+    + _BURY_FUNCTION
+    + """
+local item = taken(KEYS[1], ARGV[10])
+if item == nil then return 'gone' end
+if not item then return 'mismatch' end
+if ARGV[7] ~= '' then redis.call('DEL', KEYS[3]) end
+bury(ARGV[6], item, ARGV[11], ARGV[12])
+return 'buried'
+"""
 )
+
+# A taking list back onto its queue, at the consuming end and oldest first (as kombu's
+# own restore). KEYS: taking list, its queue list, takers. ARGV: '1' to also forget
+# the list in takers. Returns how many items went back.
+_RESTORE = LuaScript("""
+redis.call('ZREM', KEYS[3], '')
+local n = 0
+while redis.call('LMOVE', KEYS[1], KEYS[2], 'LEFT', 'RIGHT') do n = n + 1 end
+if ARGV[1] == '1' then redis.call('ZREM', KEYS[3], KEYS[1]) end
+return n
+""")
 
 # The end of a delivery (an ack, or a reject without requeue): the message leaves
 # ``unacked`` (index and hash, as kombu's QoS removes it) and its delivery count goes.
@@ -316,7 +350,12 @@ return 1
 # Items buried in one event-loop tick before the loop gets a turn (a flood of garbage
 # must not starve the worker's heartbeat and acknowledgements).
 _BURY_PER_TICK = 100
-_UNRECORDED = "unrecorded"
+# How long a channel consuming several queues waits on one of them in BLMOVE before
+# it looks at all of them again (see Channel._block): the longest a job waits for an
+# idle worker then.
+_TURN_SECONDS = 0.1
+# How often each worker looks for taking lists of dead workers (one ZRANGEBYSCORE).
+_REAP_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,6 +367,14 @@ class GateOptions:
     quarantine_after: int = 2
     count_ttl: int = 86_400
     dead_letters: DeadLetterPolicy = field(default_factory=DeadLetterPolicy)
+    # A taking list (see _MOVE) whose worker has not said it is alive for this long is
+    # put back on its queue by any worker; a worker says so every third of it. Longer
+    # than any stall of a live worker's event loop, short enough to bring a job back
+    # from a dead worker's list quickly (its own worker does it at once on reconnecting).
+    taker_ttl: float = 30.0
+    # How long a dead list stays watched: a take sent on a dead connection may still
+    # reach Redis late (TCP retransmits for up to ~15 minutes).
+    taker_forget: float = 3600.0
 
     @classmethod
     def from_option(cls, option: Mapping[str, Any] | None) -> GateOptions:
@@ -550,6 +597,8 @@ class QoS(kombu_redis.QoS):
 
 # Every QoS that may hold deliveries Redis refused to end (Transport's timer retries them).
 _REFUSING: weakref.WeakSet[QoS] = weakref.WeakSet()
+# Every channel that takes jobs (Transport's timer keeps their taking lists alive).
+_TAKERS: weakref.WeakSet[Channel] = weakref.WeakSet()
 
 
 class Message(virtual.Message):
@@ -591,10 +640,25 @@ class Channel(kombu_redis.Channel):
         # Redis refused to hand out messages (out of memory, read-only): wait before
         # asking again.
         self._refusing = _Backoff()
+        # Names this channel's taking lists (Keys.taking); a new one whenever a take may
+        # have been lost with its connection, so such a list is never written again.
+        self._token = uuid.uuid4().hex
+        self._lists: set[str] = set()  # this token's lists, registered in takers
+        self._abandoned: list[str] = []  # older tokens' lists, to put back on their queues
+        self._alive_at = 0.0
+        self._reaped_at = monotonic()
+        # (queue list, taking list) of the BLMOVE in flight, until its reply is read.
+        self._blocking: tuple[str, str] | None = None
         super().__init__(*args, **kwargs)
+        _TAKERS.add(self)
 
     def _close_clients(self) -> None:
         try:
+            if self._lists or self._abandoned:
+                # What this channel may hold goes back now, not after the takers' TTL.
+                self._abandon()
+                with suppress(*self.connection_errors, redis.ResponseError):
+                    self._restore_abandoned()
             super()._close_clients()
         finally:
             self.scripts.close()
@@ -669,75 +733,206 @@ class Channel(kombu_redis.Channel):
         self._no_ack_queues.discard(self._tag_to_queue.get(consumer_tag))
         return super().basic_cancel(consumer_tag)
 
-    def _take_args(self) -> list[Any]:
-        gate, now = self.gate, time()
+    # -- taking jobs (fixes 2, 3 and 5; the scripts above) --------------------------
+    def _uses_kombus_take(self) -> bool:
+        """Channels that are no worker's job channel take as kombu does: one that
+        consumes a queue without acknowledgements (replies to control commands: nothing
+        may be recorded for them), or whose keys carry a global prefix (the scripts do
+        not prefix keys)."""
+        return bool(
+            self.global_keyprefix
+            or not self.active_queues
+            or not self._no_ack_queues.isdisjoint(self.active_queues)
+        )
+
+    def _shared_args(
+        self, source: str, tag: str = "", task: str = "", task_id: str = ""
+    ) -> list[Any]:
+        policy, now = self.gate.dead_letters, time()
         return [
             now,
-            gate.rules.max_message_bytes,
-            gate.quarantine_after,
-            gate.keys.delivery_count_prefix,
-            gate.count_ttl,
-            gate.dead_letters.maxlen,
-            gate.dead_letters.copy_bytes,
-            min_stream_id(gate.dead_letters.max_age_seconds, now),
+            policy.maxlen,
+            policy.copy_bytes,
+            min_stream_id(policy.max_age_seconds, now),
             datetime.now(UTC).isoformat(),
+            source,
+            tag,
+            task,
+            task_id,
         ]
 
-    def _take_keys(self) -> list[str]:
-        return [self.unacked_index_key, self.unacked_key, self.gate.keys.dead_letters_stream]
-
-    def pop_into_unacked(self, keys: list[str]) -> tuple[str, str, str] | None:
-        """Atomically take the next message of ``keys`` and record it as unacknowledged
-        (or bury it): (queue key, item, '') or (queue key, '', reason buried for)."""
-        found = self.scripts.run(
-            self.pool, _POP_INTO_UNACKED, [*self._take_keys(), *keys], self._take_args()
-        )
+    def move_to_taking(self, sources: list[str]) -> tuple[str, str, bytes] | None:
+        """Move the next waiting item of ``sources`` (queue lists, in priority order)
+        into this channel's taking list: (queue list, taking list, item), or None."""
+        pairs = [key for source in sources for key in (source, self._taking(source))]
+        found = self.scripts.run(self.pool, _MOVE, [self.gate.keys.takers, *pairs], [time()])
         if not found:
             return None
-        dest, item, buried = found
-        return bytes_to_str(dest), bytes_to_str(item), bytes_to_str(buried)
+        source = bytes_to_str(found[0])
+        taking = self._taking(source)
+        self._lists.add(taking)  # the script registered it in takers
+        return source, taking, found[1]
 
-    def record_in_unacked(self, dest: str, item: str | bytes) -> tuple[str, str, str]:
-        """What :meth:`pop_into_unacked` does, for an item BRPOP already took."""
-        found = self.scripts.run(
-            self.pool, _RECORD_IN_UNACKED, self._take_keys(), [*self._take_args(), dest, item]
-        )
-        dest, item, buried = found
-        return bytes_to_str(dest), bytes_to_str(item), bytes_to_str(buried)
+    def _taking(self, source: str) -> str:
+        return self.gate.keys.taking(self._token, source)
 
-    def _take(self, dest: str, item: str, buried: str, *, scripted: bool = True) -> bool:
-        """Deliver one item taken off queue list ``dest`` through the gate (fix 5).
-        False when it went to the dead letters instead. ``scripted``: taken by one of
-        the scripts (not kombu's BRPOP alone), which recorded it unless it says
-        ``unrecorded``."""
-        queue = dest.rsplit(self.sep, 1)[0]
+    def _abandon(self) -> None:
+        """This token's taking lists may hold an item whose take was lost with its
+        connection: later takes use a new token, and the old lists go back on their
+        queues (:meth:`_restore_abandoned`; the takers' TTL is the backstop)."""
+        self._abandoned.extend(self._lists)
+        self._lists = set()
+        self._token = uuid.uuid4().hex
+        self._alive_at = 0.0
+
+    def _restore_abandoned(self) -> None:
+        while self._abandoned:
+            self.restore_taking(self._abandoned[-1], forget=False)
+            self._abandoned.pop()
+
+    def restore_taking(self, taking: str, *, forget: bool) -> int:
+        """Put taking list ``taking`` back on its queue (``forget``: and stop watching it)."""
+        source = self.gate.keys.taking_source(taking)
+        if source is None:
+            return 0
+        keys = [taking, source, self.gate.keys.takers]
+        restored: int = self.scripts.run(self.pool, _RESTORE, keys, ["1" if forget else "0"])
+        if restored:
+            log.warning(
+                "%d message(s) taken off queue %s by a connection that was lost are back "
+                "on their queue",
+                restored,
+                source,
+            )
+        return restored
+
+    def keep_taking(self) -> None:
+        """Say this channel's taking lists are alive, and put back those of workers that
+        stopped saying so (called by the transport's timer, from the event loop)."""
+        ttl, now = self.gate.taker_ttl, time()
+        if self._lists and now - self._alive_at >= ttl / 3:
+            with self.conn_or_acquire() as client:
+                client.zadd(self.gate.keys.takers, dict.fromkeys(self._lists, now))
+            self._alive_at = now
+        if self._abandoned:
+            self._restore_abandoned()
+        if self._uses_kombus_take() or monotonic() - self._reaped_at < _REAP_SECONDS:
+            return
+        self._reaped_at = monotonic()
+        with self.conn_or_acquire() as client:
+            dead = client.zrangebyscore(
+                self.gate.keys.takers, "-inf", now - ttl, start=0, num=100, withscores=True
+            )
+        for name, seen in dead:
+            self.restore_taking(bytes_to_str(name), forget=seen < now - self.gate.taker_forget)
+
+    def _register(self, taking: str) -> None:
+        if taking not in self._lists:
+            with self.conn_or_acquire() as client:
+                client.zadd(self.gate.keys.takers, {taking: time()})
+            self._lists.add(taking)
+
+    def _take(self, source: str, taking: str, item: bytes) -> bool:
+        """Settle one item moved off queue list ``source`` into ``taking`` through the
+        gate, and deliver it. False when it was not delivered (dead-lettered, or no
+        longer this worker's)."""
+        queue = source.rsplit(self.sep, 1)[0]
         self._queue_cycle.rotate(queue)
-        recorded = buried != _UNRECORDED
-        if buried and recorded:
-            log.warning("a message from queue %s was dead-lettered: %s", queue, buried)
-            return False
         verdict = inspect(item, self.gate.rules)
         try:
             if isinstance(verdict, Bury):
-                self._bury(dest, item, verdict, queue)
+                self._bury_taken(source, taking, item, verdict)
                 return False
-            if not recorded and self._quarantined(dest, item, verdict, queue):
+            if not self._settle(source, taking, item, verdict):
                 return False
-        except (*self.connection_errors, StoreUnavailable, redis.ResponseError) as exc:
+        except (*self.connection_errors, redis.ResponseError) as exc:
             if isinstance(exc, redis.ResponseError) and not refused(exc):
                 raise
-            if not recorded:
-                # Off its queue and in no unacked hash: only this process holds it. Put
-                # back on its queue on reconnection (fix 2), never dropped.
-                UNDELIVERED.keep(item, dest)
+            # The item is still in the taking list (or, if the script ran after all, in
+            # ``unacked`` or the dead letters): never lost. The list goes back on its
+            # queue as soon as Redis takes it.
+            self._abandon()
             if isinstance(exc, redis.ResponseError):
-                # Redis refused (out of memory, read-only): a recorded item stays in
-                # ``unacked`` (redelivered after the visibility timeout).
-                log.warning("a message from queue %s could not be handled: %s", queue, exc)
+                delay = self._refusing.failed()
+                log.warning(
+                    "a message from queue %s could not be recorded (%s); it goes back on "
+                    "its queue, taking again in %.2f s",
+                    queue,
+                    exc,
+                    delay,
+                )
                 return False
-            if isinstance(exc, StoreUnavailable):  # kombu reconnects on its own errors
-                raise redis.ConnectionError(str(exc)) from exc
             raise
+        self._deliver_checked(verdict, queue, recorded=True)
+        return True
+
+    def _settle(self, source: str, taking: str, item: bytes, verdict: Deliver) -> bool:
+        message = verdict.message
+        props, headers = message["properties"], message["headers"]
+        tag = props["delivery_tag"]
+        info = props["delivery_info"]
+        gate = self.gate
+        keys = [
+            taking,
+            self.unacked_index_key,
+            self.unacked_key,
+            gate.keys.delivery_count(tag),
+            gate.keys.dead_letters_stream,
+        ]
+        args = [
+            *self._shared_args(source, tag, headers["task"], headers["id"]),
+            len(item),
+            gate.quarantine_after,
+            gate.count_ttl,
+            dumps(info["exchange"]),
+            dumps(info["routing_key"]),
+        ]
+        outcome = bytes_to_str(self.scripts.run(self.pool, _SETTLE, keys, args))
+        if outcome == "recorded":
+            return True
+        if outcome == "quarantined":
+            log.error("message %s from %s quarantined", headers["id"], source)
+        else:
+            self._not_taken(outcome, source)
+        return False
+
+    def _bury_taken(self, source: str, taking: str, item: bytes, verdict: Bury) -> None:
+        keys = [
+            taking,
+            self.gate.keys.dead_letters_stream,
+            self.gate.keys.delivery_count(verdict.tag or ""),
+        ]
+        args = [
+            *self._shared_args(
+                source, verdict.tag or "", verdict.task or "", verdict.task_id or ""
+            ),
+            len(item),
+            verdict.reason,
+            verdict.detail[:1000],
+        ]
+        outcome = bytes_to_str(self.scripts.run(self.pool, _BURY_TAKEN, keys, args))
+        if outcome == "buried":
+            log.warning(
+                "a message from queue %s was dead-lettered (%s): %s",
+                source,
+                verdict.reason,
+                verdict.detail,
+            )
+        else:
+            self._not_taken(outcome, source)
+
+    def _not_taken(self, outcome: str, source: str) -> None:
+        if outcome == "mismatch":
+            # Not the item this channel read: the list is given up (module comment).
+            self._abandon()
+        log.warning(
+            "a message taken off queue %s was put back on its queue before it was "
+            "recorded (%s); another take runs it",
+            source,
+            outcome,
+        )
+
+    def _deliver_checked(self, verdict: Deliver, queue: str, *, recorded: bool) -> None:
         headers = verdict.message["headers"]
         if verdict.notes:
             log.warning("message %s from %s: %s", headers["id"], queue, "; ".join(verdict.notes))
@@ -746,7 +941,7 @@ class Channel(kombu_redis.Channel):
                 "message %s rejected at the gate: %s", headers["id"], verdict.verdict["message"]
             )
         tag = verdict.message["properties"]["delivery_tag"]
-        if scripted and recorded:
+        if recorded:
             self._recorded.add(tag)
         if verdict.call is not None:
             self.gate_decoded = (tag, verdict.call)
@@ -755,81 +950,74 @@ class Channel(kombu_redis.Channel):
         finally:
             self._recorded.discard(tag)
             self.gate_decoded = None
-        return True
 
-    def _bury(self, dest: str, item: str, verdict: Bury, queue: str) -> None:
-        self.dead_letters.bury(
-            item,
-            queue=dest,
-            reason=verdict.reason,
-            detail=verdict.detail,
-            tag=verdict.tag,
-            task=verdict.task,
-            task_id=verdict.task_id,
-            unacked=(self.unacked_key, self.unacked_index_key),
-        )
-        log.warning(
-            "a message from queue %s was dead-lettered (%s): %s",
-            queue,
-            verdict.reason,
-            verdict.detail,
-        )
-
-    def _quarantined(self, dest: str, item: str, verdict: Deliver, queue: str) -> bool:
-        """The pop script's delivery count, for an item it could not read (see _TAKE)."""
-        tag = verdict.message["properties"]["delivery_tag"]
-        key = self.gate.keys.delivery_count(tag)
-        pipe = self.client.pipeline()
-        count = pipe.incr(key).expire(key, self.gate.count_ttl).execute()[0]
-        if count <= self.gate.quarantine_after:
-            return False
-        self.dead_letters.bury(
-            item,
-            queue=dest,
-            reason="quarantined",
-            detail=f"handed to workers {count - 1} times without an answer, each time its "
-            "worker died (raise APPORTION_QUARANTINE_AFTER to allow more)",
-            tag=tag,
-            task=verdict.message["headers"]["task"],
-            task_id=verdict.message["headers"]["id"],
-        )
-        log.error("message %s from %s quarantined", verdict.message["headers"]["id"], queue)
-        return True
+    def _gate_only(self, dest: str, item: str) -> None:
+        """An item kombu's own BRPOP took (:meth:`_uses_kombus_take`): through the gate,
+        then kombu records it as it does."""
+        queue = dest.rsplit(self.sep, 1)[0]
+        self._queue_cycle.rotate(queue)
+        verdict = inspect(item, self.gate.rules)
+        if isinstance(verdict, Deliver):
+            self._deliver_checked(verdict, queue, recorded=False)
+            return
+        try:
+            self.dead_letters.bury(
+                item,
+                queue=dest,
+                reason=verdict.reason,
+                detail=verdict.detail,
+                tag=verdict.tag,
+                task=verdict.task,
+                task_id=verdict.task_id,
+            )
+        except (*self.connection_errors, StoreUnavailable) as exc:
+            UNDELIVERED.keep(item, dest)  # off its queue, only here: fix 2
+            if isinstance(exc, StoreUnavailable):  # kombu reconnects on its own errors
+                raise redis.ConnectionError(str(exc)) from exc
+            raise
+        log.warning("a message from queue %s was dead-lettered (%s)", queue, verdict.reason)
 
     def _brpop_start(self, timeout: Any = None) -> Any:
-        # Fix 3 above: take waiting messages atomically into ``unacked``, up to what
-        # the prefetch allows; block in kombu's BRPOP only when every queue is empty.
-        # Messages taken here are delivered now, like a BRPOP answer would be on the
-        # next loop turn, and ``_in_poll`` stays unset so the next turn asks again.
-        if (
-            self.global_keyprefix
-            or not self.active_queues
-            or not self._no_ack_queues.isdisjoint(self.active_queues)
-        ):
+        # Fix 3 above: move waiting items into the taking list and settle them, up to
+        # what the prefetch allows; when every queue is empty, block in BLMOVE. Items
+        # taken here are delivered now, like a blocking reply would be on the next loop
+        # turn, and ``_in_poll`` stays unset so the next turn asks again.
+        if self._uses_kombus_take():
             return super()._brpop_start(timeout)
         if self._refusing.waiting():
             return None  # the transport's timer ends the loop's wait within a second
-        if UNDELIVERED:
-            UNDELIVERED.requeue(self)
+        if self._blocking is not None:
+            # A blocking take whose reply never came: kombu dropped its connection (no
+            # reply in time), or it died. Its item, if any, is in its taking list.
+            self._blocking = None
+            self._abandon()
+        try:
+            if UNDELIVERED:
+                UNDELIVERED.requeue(self)
+            self._restore_abandoned()
+            return self._take_waiting(timeout)
+        except redis.ResponseError as exc:
+            if not refused(exc):
+                raise
+            delay = self._refusing.failed()
+            log.warning("Redis refused to hand out a message (%s); again in %.2f s", exc, delay)
+            return None
+
+    def _take_waiting(self, timeout: Any) -> None:
         budget = max(1, self.qos.prefetch_count or 1)
         buried = 0
         while budget > 0 and self.qos.can_consume():
             queues = self._queue_cycle.consume(len(self.active_queues))
             if not queues:
-                return None
-            keys = [self._q_for_pri(q, pri) for pri in self.priority_steps for q in queues]
-            try:
-                found = self.pop_into_unacked(keys)
-            except redis.ResponseError as exc:
-                if not refused(exc):
-                    raise
-                delay = self._refusing.failed()
-                log.warning("Redis refused to hand out a message (%s); again in %.2f s", exc, delay)
-                return None
+                return
+            found = self.move_to_taking(
+                [self._q_for_pri(q, pri) for pri in self.priority_steps for q in queues]
+            )
             if self._refusing.succeeded():
                 log.warning("Redis hands out messages again")
             if found is None:
-                return super()._brpop_start(timeout)
+                self._block(queues, timeout)
+                return
             if self._take(*found):
                 budget -= 1
             else:
@@ -837,43 +1025,46 @@ class Channel(kombu_redis.Channel):
                 if buried >= _BURY_PER_TICK:
                     break
             self.connection.wake_event_loop()  # fix 4
-        return None
+
+    def _block(self, queues: list[str], timeout: Any) -> None:
+        """Wait in BLMOVE for the next item of the first of ``queues`` (its default
+        priority's list). BLMOVE watches one list: a channel consuming several queues
+        waits on each in turn for a short time, and every turn moves whatever waits on
+        any of them first (:data:`_MOVE`), so a job waits at most that long."""
+        wait = self.brpop_timeout if timeout is None else timeout
+        if len(queues) > 1:
+            wait = min(wait, _TURN_SECONDS)
+            self._queue_cycle.rotate(queues[0])
+        source = self._q_for_pri(queues[0], self.priority_steps[0])
+        taking = self._taking(source)
+        self._register(taking)
+        self._in_poll = self.client.connection
+        self._brpop_sent_at = monotonic()  # type: ignore[assignment]  # kombu's health check
+        self._blocking = (source, taking)
+        self.client.connection.send_command("BLMOVE", source, taking, "RIGHT", "LEFT", wait)
 
     def _brpop_read(self, **options: Any) -> Any:
-        # kombu's, with the item recorded in ``unacked`` by the same script as above and
-        # passed through the gate, instead of decoded and delivered as it came (fix 5).
         try:
+            if self._blocking is None:
+                return self._kombus_read(**options)
+            source, taking = self._blocking
             try:
-                dest__item = self.client.parse_response(self.client.connection, "BRPOP", **options)
+                item = self.client.parse_response(self.client.connection, "BLMOVE", **options)
             except self.connection_errors:
-                # if there's a ConnectionError, disconnect so the next
-                # iteration will reconnect automatically.
+                # Reconnected on the next turn, which abandons this taking list.
                 self.client.connection.disconnect()
                 raise
-            if not dest__item:
+            except redis.ResponseError as exc:
+                self._blocking = None
+                if not refused(exc):
+                    raise
+                delay = self._refusing.failed()
+                log.warning("Redis refused to hand out a message (%s); again in %.2f s", exc, delay)
+                return True
+            self._blocking = None
+            if item is None:
                 raise Empty()
-            dest, item = bytes_to_str(dest__item[0]), dest__item[1]
-            queue = dest.rsplit(self.sep, 1)[0]
-            if queue in self._no_ack_queues:  # replies to control commands: kombu's way
-                self._queue_cycle.rotate(queue)
-                self.connection._deliver(loads(bytes_to_str(item)), queue)
-            elif self.global_keyprefix:  # the scripts do not prefix keys: gate only
-                self._take(dest, bytes_to_str(item), "", scripted=False)
-            else:
-                try:
-                    taken = self.record_in_unacked(dest, item)
-                except (*self.connection_errors, redis.ResponseError) as exc:
-                    if isinstance(exc, redis.ResponseError) and not refused(exc):
-                        raise
-                    # Read just as the connection died (fix 2), or Redis refused to
-                    # record it (read-only, MISCONF): in no list any more. Put back on
-                    # its queue as soon as Redis takes it (_brpop_start, basic_consume).
-                    UNDELIVERED.keep(bytes_to_str(item), dest)
-                    if not isinstance(exc, redis.ResponseError):
-                        raise
-                    self._refusing.failed()
-                    return True
-                self._take(*taken)
+            self._take(source, taking, item)
             self.connection.wake_event_loop()
             return True
         finally:
@@ -882,6 +1073,28 @@ class Channel(kombu_redis.Channel):
             if flush is not None:
                 flush()
 
+    def _kombus_read(self, **options: Any) -> Any:
+        """kombu's BRPOP read (:meth:`_uses_kombus_take`), with each item through the gate
+        (fix 5) unless its queue takes no acknowledgements."""
+        try:
+            dest__item = self.client.parse_response(self.client.connection, "BRPOP", **options)
+        except self.connection_errors:
+            # if there's a ConnectionError, disconnect so the next
+            # iteration will reconnect automatically.
+            self.client.connection.disconnect()
+            raise
+        if not dest__item:
+            raise Empty()
+        dest, item = bytes_to_str(dest__item[0]), bytes_to_str(dest__item[1])
+        queue = dest.rsplit(self.sep, 1)[0]
+        if queue in self._no_ack_queues:  # replies to control commands: kombu's way
+            self._queue_cycle.rotate(queue)
+            self.connection._deliver(loads(item), queue)
+        else:
+            self._gate_only(dest, item)
+        self.connection.wake_event_loop()
+        return True
+
 
 def _retry_refused() -> None:
     for qos in list(_REFUSING):
@@ -889,6 +1102,15 @@ def _retry_refused() -> None:
             qos.retry_refused()
         except Exception:  # a timer's error would end the worker: logged, tried again
             log.exception("retrying what Redis refused")
+    for channel in list(_TAKERS):
+        try:
+            channel.keep_taking()
+        except (*channel.connection_errors, redis.ResponseError) as exc:
+            # Redis unreachable or refusing: the consumer's own reconnection and backoff
+            # deal with it; this is tried again on the next tick.
+            log.debug("keeping taking lists alive: %s", exc)
+        except Exception:
+            log.exception("keeping taking lists alive")
 
 
 class Transport(kombu_redis.Transport):
