@@ -16,7 +16,7 @@ import redis
 from apportion.contracts import Envelope
 from apportion.contracts.events import LaunchOutcomeJob
 from apportion.errors import StoreUnavailable
-from apportion.workers.broker.transport import _RECORD_IN_UNACKED
+from apportion.workers.broker.transport import _MOVE, _RESTORE, _SETTLE
 from apportion.workers.history.failure_store import FailureStore
 from apportion.workers.redis.client import make_redis
 from apportion.workers.redis.direct import DirectScripts
@@ -110,32 +110,49 @@ def test_a_master_turned_read_only_replica_is_store_unavailable_until_promoted_a
     assert failures.record(event("e1"), datetime.now(UTC)).recorded is True
 
 
-def test_an_item_brpop_took_is_recorded_as_unacknowledged_even_out_of_memory(
-    server: RedisServer,
-) -> None:
-    # The worker's idle BRPOP took the item off its queue; the record script must put it
-    # in ``unacked`` although Redis refuses writes that grow memory (transport.py relies
-    # on Redis letting a script that has written go on; this fails if Redis changes).
+def test_a_taken_item_is_recorded_or_put_back_even_out_of_memory(server: RedisServer) -> None:
+    # A take moved items off their queue into a taking list; the scripts that record one
+    # in ``unacked``, move the next, and put a dead connection's list back must all work
+    # although Redis refuses writes that grow memory (transport.py relies on Redis
+    # letting a script that has written go on; this fails if Redis changes).
     admin = server.client()
+    keys = Keys()
+    taking = keys.taking("t0", "partition")
     message = {
         "body": "",
         "headers": {"task": "apportion.partition", "id": "t1"},
         "properties": {"delivery_tag": "tag-1", "delivery_info": {"routing_key": "partition"}},
     }
-    item = json.dumps(message)
-    channel_keys = ["unacked_index", "unacked", Keys().dead_letters_stream]
-    args = [time.time(), 1_000_000, 2, Keys().delivery_count_prefix, 60, 100, 1024, "0", "now"]
+    items = [json.dumps({**message, "n": n}).encode() for n in range(3)]
+    admin.lpush("partition", *items)
+    admin.lmove("partition", taking, "RIGHT", "LEFT")  # what BLMOVE does
     fill_up(admin)
     admin.config_set("maxmemory", int(admin.info("memory")["used_memory"]) // 2)
     with pytest.raises(redis.exceptions.OutOfMemoryError):
         admin.incr("a-counter")
+    shared = [time.time(), 100, 1024, "0", "now", "partition", "tag-1", "apportion.partition"]
+    settle_keys = [taking, "unacked_index", "unacked", keys.delivery_count("tag-1"), "dead"]
 
     scripts = DirectScripts()
-    dest, taken, buried = scripts.run(
-        admin.connection_pool, _RECORD_IN_UNACKED, channel_keys, [*args, "partition", item]
-    )
-    scripts.close()
+    try:
+        recorded = scripts.run(
+            admin.connection_pool,
+            _SETTLE,
+            settle_keys,
+            [*shared, "t1", len(items[0]), 2, 60, '""', '"partition"'],
+        )
+        moved = scripts.run(
+            admin.connection_pool, _MOVE, [keys.takers, "partition", taking], [time.time()]
+        )
+        restored = scripts.run(
+            admin.connection_pool, _RESTORE, [taking, "partition", keys.takers], ["1"]
+        )
+    finally:
+        scripts.close()
 
-    assert (dest, taken, buried) == (b"partition", item.encode(), b"")
-    assert admin.hget("unacked", "tag-1") is not None
+    assert recorded == b"recorded"
+    assert json.loads(admin.hget("unacked", "tag-1") or b"[]")[0] == json.loads(items[0])
     assert admin.zscore("unacked_index", "tag-1") is not None
+    assert moved == [b"partition", items[1]]
+    assert restored == 1
+    assert admin.lrange("partition", 0, -1) == [items[2], items[1]]

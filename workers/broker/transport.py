@@ -23,31 +23,37 @@ under a busy worker, workers killed) show them end to end.
    handles (the messages stay in the ``unacked`` hash and are redelivered after the
    visibility timeout, as after a SIGKILL).
 
-2. **A message read as the connection dies must not vanish.** A message is taken off its
-   queue by ``BRPOP`` and only then recorded in the ``unacked`` hash (a second command).
-   When Redis goes right after answering a ``BRPOP``, the worker reads the message while
-   closing the connection and cannot record it: it is in no list any more, and nowhere
-   else. Fix: a message whose delivery failed on a connection error is kept in memory
-   and pushed back onto its queue as soon as the worker consumes again on a new
-   connection. The same holds for an item the pop script could not record (see 5) when
-   its dead-letter write or delivery count fails. If it had been recorded after all,
-   the job runs twice, which apportion's once-per-job_id publishing makes harmless.
+2. **A message read as the connection dies must not vanish.** kombu takes a message off
+   its queue with ``BRPOP``: when the reply is lost (Redis restarted, failed over, or
+   the connection died silently: a dead NAT entry sends no reset), the message is in
+   no list any more, and nowhere else. Fix: a take never leaves a message only on the
+   wire. It moves it (``LMOVE``, or ``BLMOVE`` when idle) into the channel's *taking
+   list* on the server (one per connection and queue, registered with a liveness score
+   in ``{prefix}:takers``), and only then records it (fix 3). A connection whose take
+   got no reply is abandoned: its lists go back on their queues as soon as the worker
+   reaches Redis again, and any worker puts back the lists of a worker that stopped
+   refreshing its score (dead, or partitioned) after ``taker_ttl``. What kombu's own
+   ``BRPOP`` still takes (queues without acknowledgements, a global key prefix) and
+   fails to deliver on a connection error is kept in memory and pushed back onto its
+   queue on reconnection.
 
-3. **A SIGKILLed worker must not lose a job it had not yet recorded.** The same
-   two-command gap, on a kill instead of a lost connection. Fix: while messages are
-   waiting, the channel takes them with one Lua script that pops a message *and*
-   records it in ``unacked`` (hash and index, as kombu's QoS.append writes them) in one
-   atomic step on the server; a kill at any moment leaves every message either queued
-   or unacknowledged, and the visibility timeout restores the latter. Only when every
-   queue is empty does it block in ``BRPOP`` as kombu does, so an idle worker still
-   wakes at once; the gap remains only for a message that arrives while the worker
-   waits idle *and* a kill in the microseconds before it is recorded.
+3. **A SIGKILLed worker must not lose a job it had not yet recorded.** Fix: the move
+   above is atomic on the server, and the record is one Lua script that moves the
+   message from the taking list into ``unacked`` (hash and index, as kombu's
+   QoS.append writes them) given its delivery tag: a kill at any moment leaves every
+   message queued, in a taking list, or unacknowledged, and the liveness score or the
+   visibility timeout restores it. Neither script decodes the message: Redis moves
+   bytes; the worker's main process reads the message (the gate, fix 5) and passes the
+   scripts the few fields they need. While messages wait, every turn of the event loop
+   moves them without blocking; only when every queue is empty does the channel block
+   in ``BLMOVE``, so an idle worker still wakes at once (one list at a time: a worker
+   consuming several queues waits on each in turn for a tenth of a second).
 
 4. **A busy worker must not wait between jobs.** Messages taken by fix 3 are delivered
-   inside the event loop's tick, where kombu only *sends* a ``BRPOP`` and delivers on
+   inside the event loop's tick, where kombu only *sends* a blocking take and delivers on
    its reply. Celery's pool registers its writes to the children in a tick callback of
    its own, and the tick callbacks are a ``set``: when the pool's ran first, the
-   delivered jobs waited for the next tick, and with no ``BRPOP`` in flight nothing
+   delivered jobs waited for the next tick, and with no blocking take in flight nothing
    ended the loop's one-second wait. Which order a worker got depends on memory
    addresses. Fix: after delivering, the channel rings a wake-up socket the loop
    watches, so the next tick comes at once.
@@ -60,9 +66,9 @@ under a busy worker, workers killed) show them end to end.
    message is restored and kills the next worker. Fix: every item taken off a queue
    passes the gate (workers/broker/gate.py) before kombu or Celery see it. What it
    cannot run is dead-lettered (workers/broker/dead_letters.py) and acknowledged; the
-   rest is rebuilt from whitelisted, bounded parts. The pop script below already buries
-   the items it cannot even record (too large, not JSON, no delivery tag) in the same
-   atomic step as the pop, and counts deliveries per delivery tag: a message handed out
+   rest is rebuilt from whitelisted, bounded parts. Burying moves the item from the
+   taking list to the dead letters in one script; the record script counts deliveries
+   per delivery tag: a message handed out
    ``quarantine_after`` times without an answer (each time its worker or pool child
    died) is quarantined to the dead letters instead of being delivered again. The count
    is forgotten when the delivery ends in an acknowledgement, a rejection, or a requeue
@@ -80,9 +86,9 @@ under a busy worker, workers killed) show them end to end.
    requeue Redis refused leaves the message in ``unacked`` and in the worker's prefetch
    (it takes no more work meanwhile) and is tried again every second or so with a
    backoff up to 5 s, so a requeued job runs again within seconds of Redis accepting
-   writes, not after the visibility timeout; a refused pop waits with the same
-   backoff; an item BRPOP took is recorded in ``unacked`` even out of memory (the
-   record script), or kept and requeued as in 2. Celery's ``broker_channel_error_retry``
+   writes, not after the visibility timeout; a refused take waits with the same
+   backoff; an item already taken is recorded in ``unacked`` or put back on its queue
+   even out of memory (the scripts below). Celery's ``broker_channel_error_retry``
    (config/celeryconfig.py) reconnects on any refusal that still escapes.
 
 Tasks trust what the gate writes into a message (its verdict header), so every broker
@@ -299,7 +305,8 @@ local n = redis.call('INCR', KEYS[4])
 redis.call('EXPIRE', KEYS[4], ARGV[12])
 if n > tonumber(ARGV[11]) then
   redis.call('DEL', KEYS[4])
-  bury(ARGV[6], item, 'quarantined', 'handed to workers ' .. (n - 1) ..
+  local queue = ARGV[6]
+  bury(queue, item, 'quarantined', 'handed to workers ' .. (n - 1) ..
     ' times without an answer, each time its worker died' ..
     ' (raise APPORTION_QUARANTINE_AFTER to allow more)')
   return 'quarantined'
@@ -435,8 +442,8 @@ class _Wakeup:
 class QoS(kombu_redis.QoS):
     """kombu's QoS that also forgets a message's delivery count when its delivery ended.
 
-    The pop script counts every delivery of a message (by delivery tag). The count is
-    deleted when the delivery ends in an acknowledgement or a rejection, including a
+    The record script (_SETTLE) counts every delivery of a message (by delivery tag).
+    The count is deleted when the delivery ends in an acknowledgement or a rejection, including a
     requeue the task asked for (a job waiting for Redis to come back), but not when a
     pool child died running it (:meth:`child_died`, called from the task's request,
     workers/broker/requests.py) and not when the worker's main process vanished (nothing
@@ -469,7 +476,7 @@ class QoS(kombu_redis.QoS):
     def append(self, message: Any, delivery_tag: str) -> None:
         channel: Channel = self.channel
         if channel.recorded_by_script(delivery_tag):
-            # The pop script recorded it in ``unacked`` already, byte for byte as it was
+            # The record script recorded it in ``unacked`` already, byte for byte as it was
             # queued: only kombu's in-memory bookkeeping is left to do. kombu's own
             # append would write it a second time (a MULTI round trip a job).
             virtual.QoS.append(self, message, delivery_tag)
