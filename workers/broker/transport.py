@@ -606,6 +606,10 @@ class QoS(kombu_redis.QoS):
 _REFUSING: weakref.WeakSet[QoS] = weakref.WeakSet()
 # Every channel that takes jobs (Transport's timer keeps their taking lists alive).
 _TAKERS: weakref.WeakSet[Channel] = weakref.WeakSet()
+# Taking lists this process gave up (Channel._abandon), until they are back on their
+# queues: shared, so that the channel kombu opens after a connection loss puts back
+# what the closed one could not.
+_ABANDONED: list[str] = []
 
 
 class Message(virtual.Message):
@@ -651,7 +655,6 @@ class Channel(kombu_redis.Channel):
         # have been lost with its connection, so such a list is never written again.
         self._token = uuid.uuid4().hex
         self._lists: set[str] = set()  # this token's lists, registered in takers
-        self._abandoned: list[str] = []  # older tokens' lists, to put back on their queues
         self._alive_at = 0.0
         self._reaped_at = monotonic()
         # (queue list, taking list) of the BLMOVE in flight, until its reply is read.
@@ -661,7 +664,7 @@ class Channel(kombu_redis.Channel):
 
     def _close_clients(self) -> None:
         try:
-            if self._lists or self._abandoned:
+            if self._lists or _ABANDONED:
                 # What this channel may hold goes back now, not after the takers' TTL.
                 self._abandon()
                 with suppress(*self.connection_errors, redis.ResponseError):
@@ -787,15 +790,15 @@ class Channel(kombu_redis.Channel):
         """This token's taking lists may hold an item whose take was lost with its
         connection: later takes use a new token, and the old lists go back on their
         queues (:meth:`_restore_abandoned`; the takers' TTL is the backstop)."""
-        self._abandoned.extend(self._lists)
+        _ABANDONED.extend(self._lists)
         self._lists = set()
         self._token = uuid.uuid4().hex
         self._alive_at = 0.0
 
     def _restore_abandoned(self) -> None:
-        while self._abandoned:
-            self.restore_taking(self._abandoned[-1], forget=False)
-            self._abandoned.pop()
+        while _ABANDONED:
+            self.restore_taking(_ABANDONED[-1], forget=False)
+            _ABANDONED.pop()
 
     def restore_taking(self, taking: str, *, forget: bool) -> int:
         """Put taking list ``taking`` back on its queue (``forget``: and stop watching it)."""
@@ -821,7 +824,7 @@ class Channel(kombu_redis.Channel):
             with self.conn_or_acquire() as client:
                 client.zadd(self.gate.keys.takers, dict.fromkeys(self._lists, now))
             self._alive_at = now
-        if self._abandoned:
+        if _ABANDONED:
             self._restore_abandoned()
         if self._uses_kombus_take() or monotonic() - self._reaped_at < _REAP_SECONDS:
             return
