@@ -26,8 +26,9 @@ entries and ``APPORTION_DEAD_LETTER_MAX_AGE`` seconds) holds::
     at        when it was buried (ISO 8601, UTC)
 
 Burying and the removal of the message from kombu's unacknowledged set happen in
-one MULTI/EXEC (or, for what the transport's pop script buries, in that script), so a
-worker killed in between leaves the message in exactly one place. ``apportion
+one MULTI/EXEC (or, for what the transport buries, in one script that also takes it
+off its taking list), so a worker killed in between leaves the message in exactly one
+place. ``apportion
 dead-letters`` lists the entries and requeues one.
 """
 
@@ -61,7 +62,7 @@ class Reason:
     why: str
 
 
-# Every reason the gate (workers/broker/gate.py and the transport's pop script,
+# Every reason the gate (workers/broker/gate.py and the transport's record script,
 # workers/broker/transport.py) buries a message for; a unit test reads both sources and
 # checks that each is here. A reason not listed (a newer worker's) is requeued: this
 # version cannot tell that the message could never run.
