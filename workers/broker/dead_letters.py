@@ -28,8 +28,7 @@ entries and ``APPORTION_DEAD_LETTER_MAX_AGE`` seconds) holds::
 Burying and the removal of the message from kombu's unacknowledged set happen in
 one MULTI/EXEC (or, for what the transport buries, in one script that also takes it
 off its taking list), so a worker killed in between leaves the message in exactly one
-place. ``apportion
-dead-letters`` lists the entries and requeues one.
+place. ``apportion dead-letters`` lists the entries and requeues one.
 """
 
 from __future__ import annotations
