@@ -351,3 +351,36 @@ def test_a_taken_item_goes_back_on_its_queue_when_redis_goes_during_its_gate_ste
 
 def _connection_lost(*args: object, **kwargs: object) -> bool:
     raise redis.ConnectionError("Connection closed by server.")
+
+
+def test_a_message_put_back_from_a_taking_list_keeps_its_delivery_count(
+    broker: Connection,
+) -> None:
+    # Handed out twice already, each time its worker died (quarantine_after is 2). A
+    # third take is lost with its connection; the message goes back on its queue, and
+    # the take after that counts as its third delivery: quarantined, not run again.
+    channel = broker.channel()
+    assert isinstance(channel, Channel)
+    seen: list[str] = []
+    channel.basic_consume("partition", False, lambda m: seen.append(m.delivery_tag), "t")
+    client = channel.client
+    client.set(Keys().delivery_count("thrice-1"), 2)
+    client.lpush("partition", _queued("thrice-1", "partition"))
+    assert channel.move_to_taking(["partition"]) is not None
+    channel._abandon()  # the take's reply was lost
+    channel._restore_abandoned()
+    assert client.llen("partition") == 1
+    assert client.get(Keys().delivery_count("thrice-1")) == b"2"
+
+    found = channel.move_to_taking(["partition"])
+    assert found is not None
+    assert not channel._take(*found)
+
+    assert seen == []
+    [(_, fields)] = client.xrange(Keys().dead_letters_stream)
+    assert fields[b"reason"] == b"quarantined"
+    assert fields[b"tag"] == b"thrice-1"
+    assert fields[b"queue"] == b"partition"
+    assert not client.hexists("unacked", "thrice-1")
+    assert client.llen(found[1]) == 0
+    channel.close()
