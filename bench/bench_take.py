@@ -19,6 +19,7 @@ commands from ``INFO commandstats``. Figures go in bench/worker.md.
 from __future__ import annotations
 
 import argparse
+import signal
 import statistics
 import subprocess
 import sys
@@ -99,8 +100,10 @@ class Side:
         self.client.delete(STREAM)
         self.client.config_resetstat()
         self.client.slowlog_reset()
+        run = len(self.rounds)  # an answered job_id is never published again
         for i in range(jobs):
-            self.app.send_task("apportion.launch_select", args=[{**job, "job_id": f"big-{i}"}])
+            job_id = f"big-{run}-{i}"
+            self.app.send_task("apportion.launch_select", args=[{**job, "job_id": job_id}])
         wait_until(lambda: self.client.xlen(STREAM) >= jobs, 600, 0.2, "every answer")
         per: dict[str, float] = defaultdict(float)
         for entry in self.client.slowlog_get(100_000):
@@ -131,6 +134,8 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    # Stopped early, it still stops its workers and servers.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     job = {"providers": numa_cloud(1000), "request": SIMPLE, "policy": None}
     with tempfile.TemporaryDirectory(prefix="bench-take-") as tmp:
         workdir = Path(tmp)
