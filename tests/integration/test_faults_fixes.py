@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from apportion.config.celeryconfig import PRODUCER_RETRY_POLICY, broker_transport, celery_config
 from apportion.config.settings import Settings
-from apportion.workers.broker.transport import _MOVE, _SETTLE, UNDELIVERED, Channel
+from apportion.workers.broker.transport import UNDELIVERED, Channel
 from apportion.workers.redis.keys import Keys
 from apportion.workers.results.subscriber import StreamSubscriber
 from tests.support.processes import RedisServer
@@ -274,17 +274,19 @@ def test_a_message_the_pop_script_recorded_is_not_written_again_on_delivery(
     tasks.basic_consume("partition", False, lambda m: seen.append(m.delivery_tag), "t1")
     queued = _queued("once-1", "partition")
     client.lpush("partition", queued)
-    for script in (_MOVE, _SETTLE):
-        client.script_load(script.text)
+    assert tasks.move_to_taking(["nothing-here"]) is None  # its list is registered
     client.config_resetstat()
 
     tasks._brpop_start()
 
     assert seen == ["once-1"]
     calls = {k.removeprefix("cmdstat_"): v["calls"] for k, v in client.info("commandstats").items()}
-    # One script moved it, one recorded it; kombu's own MULTI/ZADD/HSET did not follow.
-    assert calls.get("evalsha") == 2
-    assert "multi" not in calls
+    # One LMOVE took it, one transaction recorded it (one HSET: kombu's own
+    # MULTI/ZADD/HSET did not follow), and no script saw the message.
+    assert calls.get("lmove") == 1
+    assert calls.get("hset") == 1
+    assert calls.get("exec") == 1
+    assert "evalsha" not in calls
     assert json.loads(client.hget("unacked", "once-1"))[0] == json.loads(queued)
     tasks.qos.ack("once-1")  # kombu still knows the delivery: the ack clears it
     assert not client.hexists("unacked", "once-1")

@@ -5,7 +5,6 @@ retries, and the same call succeeds once the server can write again."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,7 +15,7 @@ import redis
 from apportion.contracts import Envelope
 from apportion.contracts.events import LaunchOutcomeJob
 from apportion.errors import StoreUnavailable
-from apportion.workers.broker.transport import _MOVE, _RESTORE, _SETTLE
+from apportion.workers.broker.transport import _FIRST, _RESTORE
 from apportion.workers.history.failure_store import FailureStore
 from apportion.workers.redis.client import make_redis
 from apportion.workers.redis.direct import DirectScripts
@@ -110,49 +109,34 @@ def test_a_master_turned_read_only_replica_is_store_unavailable_until_promoted_a
     assert failures.record(event("e1"), datetime.now(UTC)).recorded is True
 
 
-def test_a_taken_item_is_recorded_or_put_back_even_out_of_memory(server: RedisServer) -> None:
-    # A take moved items off their queue into a taking list; the scripts that record one
-    # in ``unacked``, move the next, and put a dead connection's list back must all work
-    # although Redis refuses writes that grow memory (transport.py relies on Redis
-    # letting a script that has written go on; this fails if Redis changes).
+def test_a_taken_item_goes_back_on_its_queue_even_out_of_memory(server: RedisServer) -> None:
+    # An idle worker's BLMOVE moved an item into its taking list; past maxmemory its
+    # record (HSET, a memory-growing command) is refused, and the item must go back on
+    # its queue although Redis refuses such writes (transport.py relies on Redis letting
+    # a script that has written go on; this fails if Redis changes).
     admin = server.client()
     keys = Keys()
     taking = keys.taking("t0", "partition")
-    message = {
-        "body": "",
-        "headers": {"task": "apportion.partition", "id": "t1"},
-        "properties": {"delivery_tag": "tag-1", "delivery_info": {"routing_key": "partition"}},
-    }
-    items = [json.dumps({**message, "n": n}).encode() for n in range(3)]
+    items = [json.dumps({"n": n, "pad": "x" * 1000}).encode() for n in range(3)]
     admin.lpush("partition", *items)
     admin.lmove("partition", taking, "RIGHT", "LEFT")  # what BLMOVE does
+    admin.lmove("partition", taking, "RIGHT", "LEFT")
     fill_up(admin)
     admin.config_set("maxmemory", int(admin.info("memory")["used_memory"]) // 2)
     with pytest.raises(redis.exceptions.OutOfMemoryError):
-        admin.incr("a-counter")
-    shared = [time.time(), 100, 1024, "0", "now", "partition", "tag-1", "apportion.partition"]
-    settle_keys = [taking, "unacked_index", "unacked", keys.delivery_count("tag-1"), "dead"]
+        admin.hset("unacked", "tag-1", items[0])
 
     scripts = DirectScripts()
     try:
-        recorded = scripts.run(
-            admin.connection_pool,
-            _SETTLE,
-            settle_keys,
-            [*shared, "t1", len(items[0]), 2, 60, '""', '"partition"'],
-        )
-        moved = scripts.run(
-            admin.connection_pool, _MOVE, [keys.takers, "partition", taking], [time.time()]
-        )
+        first = scripts.run(admin.connection_pool, _FIRST, ["partition"], [])
         restored = scripts.run(
             admin.connection_pool, _RESTORE, [taking, "partition", keys.takers], ["1"]
         )
     finally:
         scripts.close()
 
-    assert recorded == b"recorded"
-    assert json.loads(admin.hget("unacked", "tag-1") or b"[]")[0] == json.loads(items[0])
-    assert admin.zscore("unacked_index", "tag-1") is not None
-    assert moved == [b"partition", items[1]]
-    assert restored == 1
-    assert admin.lrange("partition", 0, -1) == [items[2], items[1]]
+    assert first == b"partition"
+    assert restored == 2
+    # Back at the consuming end, oldest first.
+    assert admin.lrange("partition", 0, -1) == [items[2], items[1], items[0]]
+    assert admin.llen(taking) == 0

@@ -136,8 +136,11 @@ class DeadLetters:
         task: str | None = None,
         task_id: str | None = None,
         unacked: tuple[str, str] | None = None,
+        taking: str | None = None,
     ) -> str:
-        """Add one entry; with ``unacked`` (hash, index) also forget the delivery there."""
+        """Add one entry; with ``unacked`` (hash, index) also forget the delivery there,
+        with ``taking`` also drop the item from the head of that taking list (the
+        transport moved it there, workers/broker/transport.py)."""
         data = item.encode("utf-8", errors="surrogatepass") if isinstance(item, str) else item
         copy = data[: self.policy.copy_bytes]
         fields: dict[str, Any] = {
@@ -158,6 +161,8 @@ class DeadLetters:
             pipe.xtrim(
                 self.stream, minid=min_stream_id(self.policy.max_age_seconds), approximate=True
             )
+            if taking is not None:
+                pipe.ltrim(taking, 1, -1)
             if tag:
                 pipe.delete(self._keys.delivery_count(tag))
                 if unacked is not None:

@@ -109,7 +109,6 @@ import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from functools import cached_property
 from queue import Empty
 from time import monotonic, sleep, time
@@ -127,7 +126,7 @@ from apportion.workers.broker.dead_letters import DeadLetterPolicy, DeadLetters
 from apportion.workers.broker.gate import Bury, Deliver, GateRules, inspect
 from apportion.workers.redis.client import is_outage
 from apportion.workers.redis.direct import DirectScripts, LuaScript
-from apportion.workers.redis.keys import Keys, min_stream_id
+from apportion.workers.redis.keys import Keys
 
 log = logging.getLogger("apportion.transport")
 
@@ -223,119 +222,40 @@ class _Backoff:
 #
 # 1. *Move*: the item goes from its queue list into the channel's taking list
 #    (Keys.taking: one per channel connection and queue list), atomically on the
-#    server: with LMOVE in :data:`_MOVE` while items wait, with BLMOVE when the worker
-#    is idle. The item is never only in a reply on the wire: a reply lost with its
-#    connection leaves it in the taking list.
+#    server, with LMOVE while items wait and BLMOVE when the worker is idle. The item is
+#    never only in a reply on the wire: a reply lost with its connection leaves it in
+#    the taking list.
 # 2. *Settle*: the worker's main process reads it (the gate, workers/broker/gate.py,
-#    decodes it in Python), then one script (:data:`_SETTLE` or :data:`_BURY_TAKEN`)
-#    moves it from the taking list into ``unacked`` (hash and index, as kombu's
-#    QoS.append writes them) or into the dead letters, given the delivery tag and
-#    the few small fields it needs as arguments. No script decodes a message.
+#    decodes it in Python), then one MULTI/EXEC drops it from the taking list and
+#    records it in ``unacked`` (hash and index, as kombu's QoS.append writes them) with
+#    its delivery count, or buries it in the dead letters.
+#
+# Every command that carries the item is a plain one (LMOVE, BLMOVE, HSET, XADD): a
+# string of a few hundred kilobytes passed into or out of a Lua script costs Redis a
+# millisecond or more, which is what capped one Redis at a few hundred big jobs a
+# second. The scripts below never see an item on the hot path.
 #
 # A taking list whose channel is gone is put back on its queue (:data:`_RESTORE`): the
 # channel's own worker does it as soon as it reconnects, and any worker does it for a
 # list whose worker stopped saying it is alive (the Keys.takers sorted set). Neither
 # touches the delivery count, so quarantine counts every delivery that reached a worker.
-#
-# Under out-of-memory Redis refuses a script's memory-growing command only while the
-# script has written nothing yet ("we can't stop in the middle"): every script here
-# starts with a write that grows nothing (a pop, or a ZREM of no member), so an item
-# is recorded or restored even then. tests/integration/test_redis_cannot_serve.py
-# checks Redis still works so.
 
-# ARGV shared by the scripts that may bury: now, dead-letter MAXLEN, dead-letter copy
-# bytes, dead-letter MINID, now (ISO), queue list, delivery tag, task, task id.
-# ``dead_letters`` is the stream's key, set by each script before this.
-_BURY_FUNCTION = """
-local function bury(queue, item, reason, detail)
-  local copy = string.sub(item, 1, tonumber(ARGV[3]))
-  local truncated = '0'
-  if #copy < #item then truncated = '1' end
-  redis.call('XADD', dead_letters, 'MAXLEN', '~', ARGV[2], '*', 'queue', queue,
-    'reason', reason, 'detail', detail, 'task', ARGV[8], 'task_id', ARGV[9],
-    'tag', ARGV[7], 'size', #item, 'truncated', truncated, 'at', ARGV[5], 'message', copy)
-  redis.call('XTRIM', dead_letters, 'MINID', '~', ARGV[4])
-end
-local function taken(list, size)
-  local item = redis.call('LPOP', list)
-  if not item then return nil end
-  if #item ~= tonumber(size) then
-    redis.call('LPUSH', list, item)  -- not the item the worker read: leave it be
-    return false
-  end
-  return item
-end
-"""
-
-# Step 1 while items wait. KEYS: takers, then pairs (queue list, taking list) in
-# priority order. ARGV: now. Returns {queue list, item}, or false when all are empty.
-_MOVE = LuaScript("""
-redis.call('ZREM', KEYS[1], '')
-for i = 2, #KEYS, 2 do
-  local item = redis.call('LMOVE', KEYS[i], KEYS[i + 1], 'RIGHT', 'LEFT')
-  if item then
-    redis.call('ZADD', KEYS[1], ARGV[1], KEYS[i + 1])
-    return {KEYS[i], item}
-  end
+# The first of KEYS (queue lists, in priority order) holding an item, or false.
+_FIRST = LuaScript("""
+for i = 1, #KEYS do
+  if redis.call('LLEN', KEYS[i]) > 0 then return KEYS[i] end
 end
 return false
 """)
 
-# Step 2 for an item the gate lets through. KEYS: taking list, unacked index, unacked,
-# delivery-count key, dead-letter stream. ARGV: the shared ones, then the item's size,
-# quarantine_after, the count's TTL, exchange and routing key (JSON strings).
-# The hash value is written by concatenation, dumps([raw, exchange, routing_key]) as
-# kombu writes it, so the item stays byte for byte as queued.
-# Returns 'recorded', 'quarantined' (buried), 'gone' (put back on its queue meanwhile:
-# not this worker's to run) or 'mismatch'. 'recorded' also answers a second run of
-# the same call (a retry after a lost reply): the index holds this call's own time.
-_SETTLE = LuaScript(
-    "local dead_letters = KEYS[5]\n"
-    + _BURY_FUNCTION
-    + """
-local item = taken(KEYS[1], ARGV[10])
-if item == nil then
-  if tonumber(redis.call('ZSCORE', KEYS[2], ARGV[7])) == tonumber(ARGV[1]) then
-    return 'recorded'
-  end
-  return 'gone'
-end
-if not item then return 'mismatch' end
-local n = redis.call('INCR', KEYS[4])
-redis.call('EXPIRE', KEYS[4], ARGV[12])
-if n > tonumber(ARGV[11]) then
-  redis.call('DEL', KEYS[4])
-  local queue = ARGV[6]
-  bury(queue, item, 'quarantined', 'handed to workers ' .. (n - 1) ..
-    ' times without an answer, each time its worker died' ..
-    ' (raise APPORTION_QUARANTINE_AFTER to allow more)')
-  return 'quarantined'
-end
-redis.call('ZADD', KEYS[2], ARGV[1], ARGV[7])
-redis.call('HSET', KEYS[3], ARGV[7], '[' .. item .. ', ' .. ARGV[13] .. ', ' .. ARGV[14] .. ']')
-return 'recorded'
-"""
-)
-
-# Step 2 for an item the gate refuses. KEYS: taking list, dead-letter stream,
-# delivery-count key. ARGV: the shared ones, then the item's size, reason, detail.
-# Returns 'buried', 'gone' or 'mismatch'.
-_BURY_TAKEN = LuaScript(
-    "local dead_letters = KEYS[2]\n"
-    + _BURY_FUNCTION
-    + """
-local item = taken(KEYS[1], ARGV[10])
-if item == nil then return 'gone' end
-if not item then return 'mismatch' end
-if ARGV[7] ~= '' then redis.call('DEL', KEYS[3]) end
-bury(ARGV[6], item, ARGV[11], ARGV[12])
-return 'buried'
-"""
-)
-
 # A taking list back onto its queue, at the consuming end and oldest first (as kombu's
 # own restore). KEYS: taking list, its queue list, takers. ARGV: '1' to also forget
-# the list in takers. Returns how many items went back.
+# the list in takers. Returns how many items went back. Rare (a lost connection, a dead
+# worker), so it may carry items through Lua. Under out-of-memory Redis refuses a
+# script's memory-growing command only while the script has written nothing yet ("we
+# can't stop in the middle"): it starts with a write that grows nothing, so a list
+# goes back even then (tests/integration/test_redis_cannot_serve.py checks Redis still
+# works so).
 _RESTORE = LuaScript("""
 redis.call('ZREM', KEYS[3], '')
 local n = 0
@@ -374,7 +294,7 @@ class GateOptions:
     quarantine_after: int = 2
     count_ttl: int = 86_400
     dead_letters: DeadLetterPolicy = field(default_factory=DeadLetterPolicy)
-    # A taking list (see _MOVE) whose worker has not said it is alive for this long is
+    # A taking list (see _FIRST) whose worker has not said it is alive for this long is
     # put back on its queue by any worker; a worker says so every third of it. Longer
     # than any stall of a live worker's event loop, short enough to bring a job back
     # from a dead worker's list quickly (its own worker does it at once on reconnecting).
@@ -442,7 +362,7 @@ class _Wakeup:
 class QoS(kombu_redis.QoS):
     """kombu's QoS that also forgets a message's delivery count when its delivery ended.
 
-    The record script (_SETTLE) counts every delivery of a message (by delivery tag).
+    The take's record (Channel._settle) counts every delivery of a message (by tag).
     The count is deleted when the delivery ends in an acknowledgement or a rejection, including a
     requeue the task asked for (a job waiting for Redis to come back), but not when a
     pool child died running it (:meth:`child_died`, called from the task's request,
@@ -476,7 +396,7 @@ class QoS(kombu_redis.QoS):
     def append(self, message: Any, delivery_tag: str) -> None:
         channel: Channel = self.channel
         if channel.recorded_by_script(delivery_tag):
-            # The record script recorded it in ``unacked`` already, byte for byte as it was
+            # The take recorded it in ``unacked`` already, byte for byte as it was
             # queued: only kombu's in-memory bookkeeping is left to do. kombu's own
             # append would write it a second time (a MULTI round trip a job).
             virtual.QoS.append(self, message, delivery_tag)
@@ -755,33 +675,28 @@ class Channel(kombu_redis.Channel):
             or not self._no_ack_queues.isdisjoint(self.active_queues)
         )
 
-    def _shared_args(
-        self, source: str, tag: str = "", task: str = "", task_id: str = ""
-    ) -> list[Any]:
-        policy, now = self.gate.dead_letters, time()
-        return [
-            now,
-            policy.maxlen,
-            policy.copy_bytes,
-            min_stream_id(policy.max_age_seconds, now),
-            datetime.now(UTC).isoformat(),
-            source,
-            tag,
-            task,
-            task_id,
-        ]
-
     def move_to_taking(self, sources: list[str]) -> tuple[str, str, bytes] | None:
         """Move the next waiting item of ``sources`` (queue lists, in priority order)
-        into this channel's taking list: (queue list, taking list, item), or None."""
-        pairs = [key for source in sources for key in (source, self._taking(source))]
-        found = self.scripts.run(self.pool, _MOVE, [self.gate.keys.takers, *pairs], [time()])
-        if not found:
-            return None
-        source = bytes_to_str(found[0])
-        taking = self._taking(source)
-        self._lists.add(taking)  # the script registered it in takers
-        return source, taking, found[1]
+        into this channel's taking list: (queue list, taking list, item), or None.
+        The first list is tried at once (where a busy single-queue worker finds its
+        next job); the others are looked at only when it is empty."""
+        source: str | None = sources[0]
+        with self.conn_or_acquire() as client:
+            while source is not None:
+                taking = self._taking(source)
+                self._register(taking)
+                try:
+                    item = client.lmove(source, taking, "RIGHT", "LEFT")
+                except self.connection_errors:
+                    self._abandon()  # moved or not: the list goes back once reachable
+                    raise
+                if item is not None:
+                    return source, taking, item
+                if source != sources[0] or len(sources) == 1:
+                    return None
+                first = self.scripts.run(self.pool, _FIRST, sources[1:], [])
+                source = bytes_to_str(first) if first else None
+        return None
 
     def _taking(self, source: str) -> str:
         return self.gate.keys.taking(self._token, source)
@@ -855,14 +770,16 @@ class Channel(kombu_redis.Channel):
                 return False
             if not self._settle(source, taking, item, verdict):
                 return False
-        except (*self.connection_errors, redis.ResponseError) as exc:
+        except (*self.connection_errors, redis.ResponseError, StoreUnavailable) as exc:
             if isinstance(exc, redis.ResponseError) and not refused(exc):
                 raise
-            # The item is still in the taking list (or, if the script ran after all, in
-            # ``unacked`` or the dead letters): never lost. The list goes back on its
+            # The item is still in the taking list (or, if the transaction ran after all,
+            # in ``unacked`` or the dead letters): never lost. The list goes back on its
             # queue as soon as Redis takes it.
             self._abandon()
-            if isinstance(exc, redis.ResponseError):
+            if isinstance(exc, redis.ResponseError) or (
+                isinstance(exc, StoreUnavailable) and isinstance(exc.__cause__, redis.ResponseError)
+            ):
                 delay = self._refusing.failed()
                 log.warning(
                     "a message from queue %s could not be recorded (%s); it goes back on "
@@ -872,74 +789,69 @@ class Channel(kombu_redis.Channel):
                     delay,
                 )
                 return False
+            if isinstance(exc, StoreUnavailable):  # kombu reconnects on its own errors
+                raise redis.ConnectionError(str(exc)) from exc
             raise
         self._deliver_checked(verdict, queue, recorded=True)
         return True
 
     def _settle(self, source: str, taking: str, item: bytes, verdict: Deliver) -> bool:
+        """Record a taken item as unacknowledged and count its delivery, in one
+        MULTI/EXEC; False when it is quarantined instead (dead-lettered)."""
         message = verdict.message
         props, headers = message["properties"], message["headers"]
-        tag = props["delivery_tag"]
-        info = props["delivery_info"]
-        gate = self.gate
-        keys = [
-            taking,
-            self.unacked_index_key,
-            self.unacked_key,
-            gate.keys.delivery_count(tag),
-            gate.keys.dead_letters_stream,
-        ]
-        args = [
-            *self._shared_args(source, tag, headers["task"], headers["id"]),
-            len(item),
-            gate.quarantine_after,
-            gate.count_ttl,
-            dumps(info["exchange"]),
-            dumps(info["routing_key"]),
-        ]
-        outcome = bytes_to_str(self.scripts.run(self.pool, _SETTLE, keys, args))
-        if outcome == "recorded":
+        tag, info = props["delivery_tag"], props["delivery_info"]
+        count = self.gate.keys.delivery_count(tag)
+        # dumps([raw, exchange, routing_key]) as kombu's QoS.append writes it, with the
+        # item byte for byte as it was queued.
+        exchange, routing_key = dumps(info["exchange"]), dumps(info["routing_key"])
+        record = b"".join((b"[", item, f", {exchange}, {routing_key}]".encode()))
+        with self.conn_or_acquire() as client:
+            pipe = client.pipeline(transaction=True)
+            pipe.llen(taking).ltrim(taking, 1, -1).llen(taking)
+            pipe.hset(self.unacked_key, tag, record).zadd(self.unacked_index_key, {tag: time()})
+            pipe.incr(count).expire(count, self.gate.count_ttl)
+            held, _, left, _, _, delivered, _ = pipe.execute()
+        if left:
+            # Items this channel did not read are in the list (a take retried after a
+            # lost reply): the list is given up, and goes back on its queue.
+            self._abandon()
+        if not held:
+            # Put back on its queue meanwhile (this worker stalled past the takers'
+            # TTL): it may run twice, which the once-per-job_id answer makes harmless.
+            log.warning("message %s from %s was put back on its queue while taken", tag, source)
+        if delivered <= self.gate.quarantine_after:
             return True
-        if outcome == "quarantined":
-            log.error("message %s from %s quarantined", headers["id"], source)
-        else:
-            self._not_taken(outcome, source)
+        self.dead_letters.bury(
+            item,
+            queue=source,
+            reason="quarantined",
+            detail=f"handed to workers {delivered - 1} times without an answer, each time "
+            "its worker died (raise APPORTION_QUARANTINE_AFTER to allow more)",
+            tag=tag,
+            task=headers["task"],
+            task_id=headers["id"],
+            unacked=(self.unacked_key, self.unacked_index_key),
+        )
+        log.error("message %s from %s quarantined", headers["id"], source)
         return False
 
     def _bury_taken(self, source: str, taking: str, item: bytes, verdict: Bury) -> None:
-        keys = [
-            taking,
-            self.gate.keys.dead_letters_stream,
-            self.gate.keys.delivery_count(verdict.tag or ""),
-        ]
-        args = [
-            *self._shared_args(
-                source, verdict.tag or "", verdict.task or "", verdict.task_id or ""
-            ),
-            len(item),
-            verdict.reason,
-            verdict.detail[:1000],
-        ]
-        outcome = bytes_to_str(self.scripts.run(self.pool, _BURY_TAKEN, keys, args))
-        if outcome == "buried":
-            log.warning(
-                "a message from queue %s was dead-lettered (%s): %s",
-                source,
-                verdict.reason,
-                verdict.detail,
-            )
-        else:
-            self._not_taken(outcome, source)
-
-    def _not_taken(self, outcome: str, source: str) -> None:
-        if outcome == "mismatch":
-            # Not the item this channel read: the list is given up (module comment).
-            self._abandon()
+        self.dead_letters.bury(
+            item,
+            queue=source,
+            reason=verdict.reason,
+            detail=verdict.detail,
+            tag=verdict.tag,
+            task=verdict.task,
+            task_id=verdict.task_id,
+            taking=taking,
+        )
         log.warning(
-            "a message taken off queue %s was put back on its queue before it was "
-            "recorded (%s); another take runs it",
+            "a message from queue %s was dead-lettered (%s): %s",
             source,
-            outcome,
+            verdict.reason,
+            verdict.detail,
         )
 
     def _deliver_checked(self, verdict: Deliver, queue: str, *, recorded: bool) -> None:
@@ -1040,7 +952,7 @@ class Channel(kombu_redis.Channel):
         """Wait in BLMOVE for the next item of the first of ``queues`` (its default
         priority's list). BLMOVE watches one list: a channel consuming several queues
         waits on each in turn for a short time, and every turn moves whatever waits on
-        any of them first (:data:`_MOVE`), so a job waits at most that long."""
+        any of them first (:meth:`move_to_taking`), so a job waits at most that long."""
         wait = self.brpop_timeout if timeout is None else timeout
         if len(queues) > 1:
             wait = min(wait, _TURN_SECONDS)
