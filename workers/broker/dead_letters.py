@@ -61,7 +61,7 @@ class Reason:
     why: str
 
 
-# Every reason the gate (workers/broker/gate.py and the transport's record script,
+# Every reason the gate (workers/broker/gate.py and the transport's record of a take,
 # workers/broker/transport.py) buries a message for; a unit test reads both sources and
 # checks that each is here. A reason not listed (a newer worker's) is requeued: this
 # version cannot tell that the message could never run.

@@ -38,16 +38,17 @@ under a busy worker, workers killed) show them end to end.
    queue on reconnection.
 
 3. **A SIGKILLed worker must not lose a job it had not yet recorded.** Fix: the move
-   above is atomic on the server, and the record is one Lua script that moves the
-   message from the taking list into ``unacked`` (hash and index, as kombu's
-   QoS.append writes them) given its delivery tag: a kill at any moment leaves every
-   message queued, in a taking list, or unacknowledged, and the liveness score or the
-   visibility timeout restores it. Neither script decodes the message: Redis moves
-   bytes; the worker's main process reads the message (the gate, fix 5) and passes the
-   scripts the few fields they need. While messages wait, every turn of the event loop
-   moves them without blocking; only when every queue is empty does the channel block
-   in ``BLMOVE``, so an idle worker still wakes at once (one list at a time: a worker
-   consuming several queues waits on each in turn for a tenth of a second).
+   above is atomic on the server, and the record is one MULTI/EXEC that drops the
+   message from the taking list and writes it into ``unacked`` (hash and index, as
+   kombu's QoS.append writes them) with its delivery count: a kill at any moment leaves
+   every message queued, in a taking list, or unacknowledged, and the liveness score or
+   the visibility timeout restores it. Redis moves bytes only: the worker's main
+   process reads the message (the gate, fix 5), and no Lua script ever holds one (a
+   big string in Lua costs Redis milliseconds). While messages wait, every turn of the
+   event loop moves them without blocking; only when every queue is empty does the
+   channel block in ``BLMOVE``, so an idle worker still wakes at once (one list at a
+   time: a worker consuming several queues waits on each in turn for a tenth of a
+   second).
 
 4. **A busy worker must not wait between jobs.** Messages taken by fix 3 are delivered
    inside the event loop's tick, where kombu only *sends* a blocking take and delivers on
@@ -67,7 +68,7 @@ under a busy worker, workers killed) show them end to end.
    passes the gate (workers/broker/gate.py) before kombu or Celery see it. What it
    cannot run is dead-lettered (workers/broker/dead_letters.py) and acknowledged; the
    rest is rebuilt from whitelisted, bounded parts. Burying moves the item from the
-   taking list to the dead letters in one script; the record script counts deliveries
+   taking list to the dead letters in one transaction; the record counts deliveries
    per delivery tag: a message handed out
    ``quarantine_after`` times without an answer (each time its worker or pool child
    died) is quarantined to the dead letters instead of being delivered again. The count
@@ -87,8 +88,8 @@ under a busy worker, workers killed) show them end to end.
    (it takes no more work meanwhile) and is tried again every second or so with a
    backoff up to 5 s, so a requeued job runs again within seconds of Redis accepting
    writes, not after the visibility timeout; a refused take waits with the same
-   backoff; an item already taken is recorded in ``unacked`` or put back on its queue
-   even out of memory (the scripts below). Celery's ``broker_channel_error_retry``
+   backoff; an item already taken whose record is refused goes back on its queue, even
+   out of memory (the restore script below). Celery's ``broker_channel_error_retry``
    (config/celeryconfig.py) reconnects on any refusal that still escapes.
 
 Tasks trust what the gate writes into a message (its verdict header), so every broker

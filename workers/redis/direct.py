@@ -4,7 +4,7 @@ redis-py's ``execute_command`` (and its ``Script`` objects and pipelines on top 
 wraps each command in a pool checkout, which tests the connection with a non-blocking
 read (syscalls), its observability hooks and its response callbacks: several times the
 CPU of the bytes on the wire for a short command. The worker's main
-process sends such commands for every job (the take scripts and the ack), so they go
+process sends such commands for every job (the ack, the take's rare scripts), so they go
 through a :class:`DirectScripts`: one connection made from the pool's settings
 (address, timeouts, health checks, TLS, Sentinel), driven with
 ``send_command``/``read_response``.
