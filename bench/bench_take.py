@@ -41,6 +41,8 @@ from tests.support.processes import RedisServer, Worker, free_port, wait_until  
 
 STREAM = Keys().results_stream("launch_select")
 _BLOCKING = {"brpop", "blmove", "lmove"}
+_TAKE_KEYS = {"launch", "unacked", "unacked_index", "apportion:takers"}
+_TAKE_PREFIXES = ("apportion:taking:", "apportion:deliveries:")
 
 
 def export(rev: str, into: Path) -> str:
@@ -54,19 +56,20 @@ def export(rev: str, into: Path) -> str:
 
 
 def kind_of(entry: dict[str, Any]) -> str:
-    """What a SLOWLOG entry was for: the take, the ack, or something else."""
+    """What a SLOWLOG entry was for: the take (moving a job off its queue and recording
+    it as unacknowledged, by any command or script), the ack, or something else."""
     command = entry["command"]
     args = (command.decode(errors="replace") if isinstance(command, bytes) else command).split()
     name = args[0].lower() if args else ""
     if name in _BLOCKING:
         return "take"
-    if name != "evalsha" or len(args) < 3:
-        return "other"
-    keys = args[3 : 3 + int(args[2])]
-    if len(keys) == 3 and keys[:2] == ["unacked_index", "unacked"] and "deliveries" in keys[2]:
-        return "ack"
-    taking = any(k.startswith("apportion:taking:") for k in keys)
-    if taking or "unacked" in keys or "launch" in keys:
+    if name == "evalsha" and len(args) >= 3:
+        keys = args[3 : 3 + int(args[2])]
+        if len(keys) == 3 and keys[:2] == ["unacked_index", "unacked"] and "deliver" in keys[2]:
+            return "ack"
+    else:
+        keys = args[1:2]
+    if any(k in _TAKE_KEYS or k.startswith(_TAKE_PREFIXES) for k in keys):
         return "take"
     return "other"
 
@@ -114,7 +117,7 @@ class Side:
         stats = self.client.info("commandstats")
         row = {k: v / jobs for k, v in per.items()}
         row["total"] = sum(per.values()) / jobs
-        for name in ("evalsha", "blmove", "brpop", "lmove"):
+        for name in ("evalsha", "blmove", "brpop", "lmove", "exec"):
             if f"cmdstat_{name}" in stats:
                 row[f"{name} µs/call"] = stats[f"cmdstat_{name}"]["usec_per_call"]
         statuses = {f[b"status"] for _, f in self.client.xrange(STREAM) if b"status" in f}

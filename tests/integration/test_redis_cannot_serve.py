@@ -15,7 +15,12 @@ import redis
 from apportion.contracts import Envelope
 from apportion.contracts.events import LaunchOutcomeJob
 from apportion.errors import StoreUnavailable
-from apportion.workers.broker.transport import _FIRST, _RESTORE
+from apportion.workers.broker.transport import (
+    _FIRST,
+    _MOVE_OUT_OF_MEMORY,
+    _RESTORE,
+    _SETTLE_OUT_OF_MEMORY,
+)
 from apportion.workers.history.failure_store import FailureStore
 from apportion.workers.redis.client import make_redis
 from apportion.workers.redis.direct import DirectScripts
@@ -109,34 +114,49 @@ def test_a_master_turned_read_only_replica_is_store_unavailable_until_promoted_a
     assert failures.record(event("e1"), datetime.now(UTC)).recorded is True
 
 
-def test_a_taken_item_goes_back_on_its_queue_even_out_of_memory(server: RedisServer) -> None:
-    # An idle worker's BLMOVE moved an item into its taking list; past maxmemory its
-    # record (HSET, a memory-growing command) is refused, and the item must go back on
-    # its queue although Redis refuses such writes (transport.py relies on Redis letting
-    # a script that has written go on; this fails if Redis changes).
+def test_a_taken_item_is_recorded_or_put_back_even_out_of_memory(server: RedisServer) -> None:
+    # Past maxmemory Redis refuses LMOVE and HSET (they may grow memory). A worker must
+    # still take an item, record one its BLMOVE had taken, and put a dead connection's
+    # taking list back: the transport's out-of-memory scripts (transport.py relies on
+    # Redis letting a script that has written go on; this fails if Redis changes).
     admin = server.client()
     keys = Keys()
-    taking = keys.taking("t0", "partition")
-    items = [json.dumps({"n": n, "pad": "x" * 1000}).encode() for n in range(3)]
+    taking, other = keys.taking("t0", "partition"), keys.taking("t1", "partition")
+    items = [json.dumps({"n": n, "pad": "x" * 1000}).encode() for n in range(4)]
     admin.lpush("partition", *items)
     admin.lmove("partition", taking, "RIGHT", "LEFT")  # what BLMOVE does
-    admin.lmove("partition", taking, "RIGHT", "LEFT")
+    admin.lmove("partition", other, "RIGHT", "LEFT")
     fill_up(admin)
     admin.config_set("maxmemory", int(admin.info("memory")["used_memory"]) // 2)
     with pytest.raises(redis.exceptions.OutOfMemoryError):
-        admin.hset("unacked", "tag-1", items[0])
+        admin.hset("unacked", "tag-0", items[0])
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        admin.lmove("partition", taking, "RIGHT", "LEFT")
+    pool = admin.connection_pool
+    count = keys.delivery_count("tag-0")
 
     scripts = DirectScripts()
     try:
-        first = scripts.run(admin.connection_pool, _FIRST, ["partition"], [])
-        restored = scripts.run(
-            admin.connection_pool, _RESTORE, [taking, "partition", keys.takers], ["1"]
+        settled = scripts.run(
+            pool,
+            _SETTLE_OUT_OF_MEMORY,
+            [taking, "unacked_index", "unacked", count],
+            [1.5, "tag-0", '""', '"partition"', 60],
         )
+        moved = scripts.run(pool, _MOVE_OUT_OF_MEMORY, [keys.takers, "partition", taking], [2])
+        first = scripts.run(pool, _FIRST, ["empty", "partition"], [])
+        restored = scripts.run(pool, _RESTORE, [other, "partition", keys.takers], ["1"])
     finally:
         scripts.close()
 
+    assert settled == [1, 0, 1]
+    assert admin.hget("unacked", "tag-0") == b"[" + items[0] + b', "", "partition"]'
+    assert admin.zscore("unacked_index", "tag-0") == 1.5
+    assert moved == items[2]
+    assert admin.lrange(taking, 0, -1) == [items[2]]
+    assert admin.zscore(keys.takers, taking) == 2
     assert first == b"partition"
-    assert restored == 2
-    # Back at the consuming end, oldest first.
-    assert admin.lrange("partition", 0, -1) == [items[2], items[1], items[0]]
-    assert admin.llen(taking) == 0
+    assert restored == 1
+    # Back at the consuming end, next to be taken.
+    assert admin.lrange("partition", 0, -1) == [items[3], items[1]]
+    assert admin.llen(other) == 0

@@ -265,6 +265,32 @@ if ARGV[1] == '1' then redis.call('ZREM', KEYS[3], KEYS[1]) end
 return n
 """)
 
+# Out of memory only: the move and the record as scripts. Past maxmemory Redis refuses
+# LMOVE and HSET (they may grow memory), but not a script that has already written
+# (see _RESTORE), so these start with a write that grows nothing. They carry the item
+# through Lua, which costs milliseconds a big job: worth it only while the plain
+# commands are refused, so that a worker still takes and records jobs then.
+# KEYS: takers, queue list, taking list. ARGV: now. Returns the item, or false.
+_MOVE_OUT_OF_MEMORY = LuaScript("""
+redis.call('ZREM', KEYS[1], '')
+local item = redis.call('LMOVE', KEYS[2], KEYS[3], 'RIGHT', 'LEFT')
+if item then redis.call('ZADD', KEYS[1], ARGV[1], KEYS[3]) end
+return item
+""")
+# KEYS: taking list, unacked index, unacked, delivery-count key. ARGV: now, tag, the
+# exchange and routing key (JSON strings), the count's TTL. Returns {held, items left
+# in the taking list, delivery count}; nothing is recorded when the item was not held.
+_SETTLE_OUT_OF_MEMORY = LuaScript("""
+local item = redis.call('LPOP', KEYS[1])
+local left = redis.call('LLEN', KEYS[1])
+if not item then return {0, left, 0} end
+local n = redis.call('INCR', KEYS[4])
+redis.call('EXPIRE', KEYS[4], ARGV[5])
+redis.call('ZADD', KEYS[2], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[3], ARGV[2], '[' .. item .. ', ' .. ARGV[3] .. ', ' .. ARGV[4] .. ']')
+return {1, left, n}
+""")
+
 # The end of a delivery (an ack, or a reject without requeue): the message leaves
 # ``unacked`` (index and hash, as kombu's QoS removes it) and its delivery count goes.
 # KEYS: unacked index, unacked, delivery-count key. ARGV: the delivery tag.
@@ -685,12 +711,16 @@ class Channel(kombu_redis.Channel):
         with self.conn_or_acquire() as client:
             while source is not None:
                 taking = self._taking(source)
-                self._register(taking)
                 try:
+                    self._register(taking)
                     item = client.lmove(source, taking, "RIGHT", "LEFT")
                 except self.connection_errors:
                     self._abandon()  # moved or not: the list goes back once reachable
                     raise
+                except redis.ResponseError as exc:
+                    if not refused(exc):
+                        raise
+                    item = self._move_out_of_memory(source, taking)
                 if item is not None:
                     return source, taking, item
                 if source != sources[0] or len(sources) == 1:
@@ -698,6 +728,13 @@ class Channel(kombu_redis.Channel):
                 first = self.scripts.run(self.pool, _FIRST, sources[1:], [])
                 source = bytes_to_str(first) if first else None
         return None
+
+    def _move_out_of_memory(self, source: str, taking: str) -> bytes | None:
+        keys = [self.gate.keys.takers, source, taking]
+        item: bytes | None = self.scripts.run(self.pool, _MOVE_OUT_OF_MEMORY, keys, [time()])
+        if item is not None:
+            self._lists.add(taking)  # the script registered it
+        return item
 
     def _taking(self, source: str) -> str:
         return self.gate.keys.taking(self._token, source)
@@ -807,20 +844,25 @@ class Channel(kombu_redis.Channel):
         # item byte for byte as it was queued.
         exchange, routing_key = dumps(info["exchange"]), dumps(info["routing_key"])
         record = b"".join((b"[", item, f", {exchange}, {routing_key}]".encode()))
-        with self.conn_or_acquire() as client:
-            pipe = client.pipeline(transaction=True)
-            pipe.llen(taking).ltrim(taking, 1, -1).llen(taking)
-            pipe.hset(self.unacked_key, tag, record).zadd(self.unacked_index_key, {tag: time()})
-            pipe.incr(count).expire(count, self.gate.count_ttl)
-            held, _, left, _, _, delivered, _ = pipe.execute()
-        if left:
-            # Items this channel did not read are in the list (a take retried after a
-            # lost reply): the list is given up, and goes back on its queue.
-            self._abandon()
-        if not held:
-            # Put back on its queue meanwhile (this worker stalled past the takers'
-            # TTL): it may run twice, which the once-per-job_id answer makes harmless.
-            log.warning("message %s from %s was put back on its queue while taken", tag, source)
+        try:
+            with self.conn_or_acquire() as client:
+                pipe = client.pipeline(transaction=True)
+                pipe.llen(taking).ltrim(taking, 1, -1).llen(taking)
+                pipe.hset(self.unacked_key, tag, record)
+                pipe.zadd(self.unacked_index_key, {tag: time()})
+                pipe.incr(count).expire(count, self.gate.count_ttl)
+                held, _, left, _, _, delivered, _ = pipe.execute()
+        except redis.ResponseError as exc:
+            if not refused(exc):
+                raise
+            keys = [taking, self.unacked_index_key, self.unacked_key, count]
+            args = [time(), tag, exchange, routing_key, self.gate.count_ttl]
+            held, left, delivered = self.scripts.run(self.pool, _SETTLE_OUT_OF_MEMORY, keys, args)
+            if not held:  # nothing recorded: whoever put it back runs it
+                self._not_held(tag, source, left)
+                return False
+        if left or not held:
+            self._not_held(tag, source, left)
         if delivered <= self.gate.quarantine_after:
             return True
         self.dead_letters.bury(
@@ -836,6 +878,16 @@ class Channel(kombu_redis.Channel):
         )
         log.error("message %s from %s quarantined", headers["id"], source)
         return False
+
+    def _not_held(self, tag: str, source: str, left: int) -> None:
+        if left:
+            # Items this channel did not read are in the list (a take retried after a
+            # lost reply): the list is given up, and goes back on its queue.
+            self._abandon()
+            return
+        # Put back on its queue meanwhile (this worker stalled past the takers' TTL):
+        # it may run twice, which the once-per-job_id answer makes harmless.
+        log.warning("message %s from %s was put back on its queue while taken", tag, source)
 
     def _bury_taken(self, source: str, taking: str, item: bytes, verdict: Bury) -> None:
         self.dead_letters.bury(
