@@ -3,6 +3,11 @@ accounting: this tree against another (``--before REV``, main by default), in
 alternating rounds of one run.
 
     .venv/bin/python bench/bench_take.py [--before main] [--jobs 50] [--rounds 3]
+    .venv/bin/python bench/bench_take.py --small [--jobs 300] [--rounds 5]
+
+``--small``: the worker benchmark's small partition job instead (``-Q partition -c 2``),
+with jobs/s and the worker's CPU a job (main process, and all its processes, /proc):
+what the take's round trips cost where Redis time is not the limit.
 
 Each side has its own redis-server (free port) and one ``celery worker -Q launch -c 1``
 from its tree (REV is exported with ``git archive`` and run through ``PYTHONPATH``). A
@@ -19,12 +24,15 @@ commands from ``INFO commandstats``. Figures go in bench/worker.md.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +45,34 @@ from bench_placement import SIMPLE, numa_cloud  # noqa: E402
 from apportion.config.settings import Settings  # noqa: E402
 from apportion.workers.app import create_app  # noqa: E402
 from apportion.workers.redis.keys import Keys  # noqa: E402
+from tests.support.jobs import SMALL_PARTITION  # noqa: E402
 from tests.support.processes import RedisServer, Worker, free_port, wait_until  # noqa: E402
 
-STREAM = Keys().results_stream("launch_select")
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Kind:
+    queue: str
+    task: str
+    concurrency: int
+    job: dict[str, Any]
+
+    @property
+    def stream(self) -> str:
+        return Keys().results_stream(self.task.removeprefix("apportion."))
+
+
+def _cpu(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
 _BLOCKING = {"brpop", "blmove", "lmove"}
-_TAKE_KEYS = {"launch", "unacked", "unacked_index", "apportion:takers"}
+_TAKE_KEYS = {"launch", "partition", "unacked", "unacked_index", "apportion:takers"}
 _TAKE_PREFIXES = ("apportion:taking:", "apportion:deliveries:")
 
 
@@ -82,8 +113,9 @@ def _bench_own(entry: dict[str, Any]) -> bool:
 
 
 class Side:
-    def __init__(self, name: str, workdir: Path, pythonpath: str | None) -> None:
+    def __init__(self, name: str, workdir: Path, pythonpath: str | None, kind: Kind) -> None:
         self.name = name
+        self.kind = kind
         self.server = RedisServer(port=free_port(), workdir=workdir / name)
         self.server.start()
         self.client = self.server.client()
@@ -93,21 +125,30 @@ class Side:
         if pythonpath is not None:
             env["PYTHONPATH"] = pythonpath
         self.worker = Worker(
-            env=env, logfile=workdir / f"{name}.log", queues="launch", concurrency=1
+            env=env,
+            logfile=workdir / f"{name}.log",
+            queues=kind.queue,
+            concurrency=kind.concurrency,
         )
         self.worker.start(ready_timeout=120)
         self.app = create_app(Settings(redis_url=self.server.url))
         self.rounds: list[dict[str, float]] = []
 
-    def round(self, job: dict[str, Any], jobs: int) -> None:
-        self.client.delete(STREAM)
+    def round(self, jobs: int) -> None:
+        stream = self.kind.stream
+        self.client.delete(stream)
         self.client.config_resetstat()
         self.client.slowlog_reset()
         run = len(self.rounds)  # an answered job_id is never published again
+        pids = self.worker.pool_pids()
+        cpu = [_cpu(pid) for pid in pids]
+        started = time.perf_counter()
         for i in range(jobs):
-            job_id = f"big-{run}-{i}"
-            self.app.send_task("apportion.launch_select", args=[{**job, "job_id": job_id}])
-        wait_until(lambda: self.client.xlen(STREAM) >= jobs, 600, 0.2, "every answer")
+            job = {**self.kind.job, "job_id": f"job-{run}-{i}"}
+            self.app.send_task(self.kind.task, args=[job])
+        wait_until(lambda: self.client.xlen(stream) >= jobs, 600, 0.01, "every answer")
+        wall = time.perf_counter() - started
+        spent = [_cpu(pid) - before for pid, before in zip(pids, cpu, strict=True)]
         per: dict[str, float] = defaultdict(float)
         for entry in self.client.slowlog_get(100_000):
             kind = kind_of(entry)
@@ -117,10 +158,13 @@ class Side:
         stats = self.client.info("commandstats")
         row = {k: v / jobs for k, v in per.items()}
         row["total"] = sum(per.values()) / jobs
+        row["jobs/s"] = jobs / wall
+        row["main CPU µs"] = spent[0] * 1e6 / jobs
+        row["worker CPU µs"] = sum(spent) * 1e6 / jobs
         for name in ("evalsha", "blmove", "brpop", "lmove", "exec"):
             if f"cmdstat_{name}" in stats:
                 row[f"{name} µs/call"] = stats[f"cmdstat_{name}"]["usec_per_call"]
-        statuses = {f[b"status"] for _, f in self.client.xrange(STREAM) if b"status" in f}
+        statuses = {f[b"status"] for _, f in self.client.xrange(stream) if b"status" in f}
         if statuses - {b"ok"}:
             raise SystemExit(f"{self.name}: answers {statuses}")
         self.rounds.append(row)
@@ -136,25 +180,30 @@ def main() -> int:
     parser.add_argument("--before", default="main", help="the other tree's git revision")
     parser.add_argument("--jobs", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--small", action="store_true", help="small partition jobs")
     args = parser.parse_args()
     # Stopped early, it still stops its workers and servers.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    job = {"providers": numa_cloud(1000), "request": SIMPLE, "policy": None}
+    if args.small:
+        kind = Kind("partition", "apportion.partition", 2, dict(SMALL_PARTITION))
+    else:
+        big = {"providers": numa_cloud(1000), "request": SIMPLE, "policy": None}
+        kind = Kind("launch", "apportion.launch_select", 1, big)
     with tempfile.TemporaryDirectory(prefix="bench-take-") as tmp:
         workdir = Path(tmp)
         (workdir / "before").mkdir()
         sides = [
-            Side("before", workdir, export(args.before, workdir / "before")),
-            Side("after", workdir, None),
+            Side("before", workdir, export(args.before, workdir / "before"), kind),
+            Side("after", workdir, None, kind),
         ]
         try:
             for r in range(args.rounds):
                 for side in sides if r % 2 == 0 else sides[::-1]:
-                    side.round(job, args.jobs)
+                    side.round(args.jobs)
         finally:
             for side in sides:
                 side.close()
-    print(f"{args.jobs} big flat launch_select jobs a round, {args.rounds} rounds; Redis µs a job")
+    print(f"{args.jobs} {kind.task} jobs a round, {args.rounds} rounds; medians a job")
     for side in sides:
         columns = sorted({k for row in side.rounds for k in row})
         text = ", ".join(
