@@ -160,3 +160,26 @@ def test_a_taken_item_is_recorded_or_put_back_even_out_of_memory(server: RedisSe
     # Back at the consuming end, next to be taken.
     assert admin.lrange("partition", 0, -1) == [items[3], items[1]]
     assert admin.llen(other) == 0
+
+
+def test_a_transaction_redis_refuses_raises_the_refusal_and_runs_nothing(
+    server: RedisServer,
+) -> None:
+    # The take's record is one MULTI/EXEC on the scripts' own connection; past
+    # maxmemory its HSET is refused, and the transport falls back on seeing the refusal.
+    admin = server.client()
+    admin.rpush("taken", b"x")
+    fill_up(admin)
+    admin.config_set("maxmemory", int(admin.info("memory")["used_memory"]) // 2)
+    scripts = DirectScripts()
+    try:
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            scripts.transaction(
+                admin.connection_pool,
+                [("LTRIM", "taken", 1, -1), ("HSET", "unacked", "t", "x" * 1000)],
+            )
+        assert admin.llen("taken") == 1  # nothing ran
+        # The connection is still in step: the next command gets its own reply.
+        assert scripts.call(admin.connection_pool, "LLEN", "taken") == 1
+    finally:
+        scripts.close()

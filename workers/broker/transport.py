@@ -708,25 +708,24 @@ class Channel(kombu_redis.Channel):
         The first list is tried at once (where a busy single-queue worker finds its
         next job); the others are looked at only when it is empty."""
         source: str | None = sources[0]
-        with self.conn_or_acquire() as client:
-            while source is not None:
-                taking = self._taking(source)
-                try:
-                    self._register(taking)
-                    item = client.lmove(source, taking, "RIGHT", "LEFT")
-                except self.connection_errors:
-                    self._abandon()  # moved or not: the list goes back once reachable
+        while source is not None:
+            taking = self._taking(source)
+            try:
+                self._register(taking)
+                item = self.scripts.call(self.pool, "LMOVE", source, taking, "RIGHT", "LEFT")
+            except self.connection_errors:
+                self._abandon()  # moved or not: the list goes back once reachable
+                raise
+            except redis.ResponseError as exc:
+                if not refused(exc):
                     raise
-                except redis.ResponseError as exc:
-                    if not refused(exc):
-                        raise
-                    item = self._move_out_of_memory(source, taking)
-                if item is not None:
-                    return source, taking, item
-                if source != sources[0] or len(sources) == 1:
-                    return None
-                first = self.scripts.run(self.pool, _FIRST, sources[1:], [])
-                source = bytes_to_str(first) if first else None
+                item = self._move_out_of_memory(source, taking)
+            if item is not None:
+                return source, taking, item
+            if source != sources[0] or len(sources) == 1:
+                return None
+            first = self.scripts.run(self.pool, _FIRST, sources[1:], [])
+            source = bytes_to_str(first) if first else None
         return None
 
     def _move_out_of_memory(self, source: str, taking: str) -> bytes | None:
@@ -844,14 +843,17 @@ class Channel(kombu_redis.Channel):
         # item byte for byte as it was queued.
         exchange, routing_key = dumps(info["exchange"]), dumps(info["routing_key"])
         record = b"".join((b"[", item, f", {exchange}, {routing_key}]".encode()))
+        commands: list[tuple[Any, ...]] = [
+            ("LLEN", taking),
+            ("LTRIM", taking, 1, -1),
+            ("LLEN", taking),
+            ("HSET", self.unacked_key, tag, record),
+            ("ZADD", self.unacked_index_key, time(), tag),
+            ("INCR", count),
+            ("EXPIRE", count, self.gate.count_ttl),
+        ]
         try:
-            with self.conn_or_acquire() as client:
-                pipe = client.pipeline(transaction=True)
-                pipe.llen(taking).ltrim(taking, 1, -1).llen(taking)
-                pipe.hset(self.unacked_key, tag, record)
-                pipe.zadd(self.unacked_index_key, {tag: time()})
-                pipe.incr(count).expire(count, self.gate.count_ttl)
-                held, _, left, _, _, delivered, _ = pipe.execute()
+            held, _, left, _, _, delivered, _ = self.scripts.transaction(self.pool, commands)
         except redis.ResponseError as exc:
             if not refused(exc):
                 raise
