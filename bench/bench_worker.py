@@ -36,7 +36,7 @@ rounds: what each piece buys, in one run.
 
 **commands**: Redis commands per job (INFO commandstats after CONFIG RESETSTAT),
 producer and worker apart, for both sides. **messages**: Redis CPU a message costs by
-its size (the LPUSH and the pop script), no worker.
+its size (the LPUSH and the take scripts), no worker.
 
 **profile**: apportion's worker alone, its pool children timing chosen steps of each
 job in thread CPU (``bench/profile_site/sitecustomize.py``, loaded through
@@ -393,8 +393,8 @@ def run_commands(args: argparse.Namespace, bench: Bench) -> None:
 
 
 def run_messages(args: argparse.Namespace, bench: Bench) -> None:
-    """Redis CPU a message costs by size: the producer's LPUSH and the pop script, which
-    decodes the whole message (cjson) to record it in ``unacked``."""
+    """Redis CPU a message costs by size: the producer's LPUSH and the worker's take (the
+    move script, then the record script given the tag the gate read in Python)."""
     import base64
     import uuid
 
@@ -405,7 +405,7 @@ def run_messages(args: argparse.Namespace, bench: Bench) -> None:
     with app.connection_for_write() as conn:
         channel = conn.default_channel
         client = channel.client
-        channel.pop_into_unacked(["nothing-here"])  # the script is loaded
+        channel.basic_consume("partition", False, lambda message: None, "bench")
         for size in (1_000, 64_000, 640_000):
             job = {"job_id": "j", "pad": "x" * size}
             body = base64.b64encode(json.dumps([[job], {}, {}]).encode()).decode()
@@ -428,14 +428,16 @@ def run_messages(args: argparse.Namespace, bench: Bench) -> None:
             for item in items:
                 client.lpush("partition", item)
             for _ in items:
-                channel.pop_into_unacked(["partition"])
+                found = channel.move_to_taking(["partition"])
+                assert found is not None
+                channel._take(*found)
             stats = client.info("commandstats")
             client.delete("unacked", "unacked_index")
             per_job = sum(v["usec"] for k, v in stats.items() if k != "cmdstat_info") / len(items)
             print(
                 f"message {len(items[0]) / 1000:.0f} KB: Redis {per_job:.0f} µs a job "
                 f"(LPUSH {stats['cmdstat_lpush']['usec_per_call']:.0f} µs, "
-                f"pop script {stats['cmdstat_evalsha']['usec_per_call']:.0f} µs)"
+                f"take scripts {stats['cmdstat_evalsha']['usec_per_call']:.0f} µs a call)"
             )
 
 

@@ -7,6 +7,7 @@ wrong moment; here each fix is exercised deterministically.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -18,6 +19,7 @@ from pydantic import ValidationError
 from apportion.config.celeryconfig import PRODUCER_RETRY_POLICY, broker_transport, celery_config
 from apportion.config.settings import Settings
 from apportion.workers.broker.transport import UNDELIVERED, Channel
+from apportion.workers.redis.keys import Keys
 from apportion.workers.results.subscriber import StreamSubscriber
 from tests.support.processes import RedisServer
 
@@ -132,7 +134,7 @@ def test_entries_trimmed_while_pending_are_acknowledged_not_delivered_empty(
     assert client.xpending(stream, "apportion-subscribers")["pending"] == 1
 
 
-def test_a_message_taken_off_its_queue_is_already_unacknowledged_on_the_server(
+def test_a_message_taken_off_its_queue_is_on_the_server_at_every_step(
     broker: Connection,
 ) -> None:
     # The message as a Celery producer queues it (kombu assigns the delivery tag).
@@ -150,18 +152,27 @@ def test_a_message_taken_off_its_queue_is_already_unacknowledged_on_the_server(
     queued = json.dumps(raw)
     channel = broker.channel()
     assert isinstance(channel, Channel)
+    seen: list[str] = []
+    channel.basic_consume("partition", False, lambda m: seen.append(m.delivery_tag), "t")
     client = channel.client
     client.lpush("partition", queued)
 
-    found = channel.pop_into_unacked(["partition"])
+    source, taking, item = channel.move_to_taking(["partition"]) or ("", "", b"")
 
-    # Popped and recorded in one step on the server: a worker SIGKILLed right after
-    # the pop leaves the message in `unacked`, where the visibility timeout finds it.
-    assert found == ("partition", queued, "")
+    # Moved in one step on the server, and its list registered: a worker SIGKILLed
+    # right after the move leaves the message where a live worker puts it back.
+    assert (source, item) == ("partition", queued.encode())
     assert client.llen("partition") == 0
+    assert client.lrange(taking, 0, -1) == [queued.encode()]
+    assert client.zscore(Keys().takers, taking) is not None
+    assert channel.move_to_taking(["partition"]) is None
+
+    assert channel._take(source, taking, item)
+    # Settled: out of the taking list and in ``unacked`` byte for byte, in one step.
+    assert seen == ["tag-atomic-1"]
+    assert client.llen(taking) == 0
     assert client.zscore("unacked_index", "tag-atomic-1") is not None
     assert json.loads(client.hget("unacked", "tag-atomic-1")) == [raw, "", "partition"]
-    assert channel.pop_into_unacked(["partition"]) is None
 
     channel.qos.restore_by_tag("tag-atomic-1", client)  # what restore_visible does
     restored = json.loads(client.rpop("partition"))
@@ -170,6 +181,43 @@ def test_a_message_taken_off_its_queue_is_already_unacknowledged_on_the_server(
     assert restored["headers"] == {**raw["headers"], "redelivered": True}
     assert restored["properties"]["delivery_info"]["redelivered"] is True
     channel.close()
+
+
+def test_the_taking_list_of_a_worker_that_stopped_saying_it_is_alive_goes_back_on_its_queue(
+    broker: Connection,
+) -> None:
+    dead = broker.channel()
+    assert isinstance(dead, Channel)
+    client = dead.client
+    client.lpush("partition", _queued("old-1", "partition"), _queued("old-2", "partition"))
+    first = dead.move_to_taking(["partition"])
+    second = dead.move_to_taking(["partition"])
+    assert first is not None
+    assert second is not None
+    assert first[1] == second[1]
+    taking = first[1]
+    # Its worker died before settling either: nothing refreshes its entry any more.
+    client.zadd(Keys().takers, {taking: time.time() - dead.gate.taker_ttl - 1})
+
+    live = broker.channel()
+    assert isinstance(live, Channel)
+    live.basic_consume("partition", False, lambda m: None, "t")
+    live._reaped_at = 0.0
+    live.keep_taking()
+
+    # Back at the consuming end, oldest first, as kombu restores; still watched (a take
+    # sent on the dead connection may reach Redis late), until forgotten.
+    assert client.llen(taking) == 0
+    assert [json.loads(i)["headers"]["id"] for i in client.lrange("partition", 0, -1)] == [
+        "old-2",
+        "old-1",
+    ]
+    assert client.zscore(Keys().takers, taking) is not None
+    client.zadd(Keys().takers, {taking: time.time() - dead.gate.taker_forget - 1})
+    live._reaped_at = 0.0
+    live.keep_taking()
+    assert client.zscore(Keys().takers, taking) is None
+    live.close()
 
 
 def _queued(tag: str, queue: str) -> str:
@@ -226,16 +274,19 @@ def test_a_message_the_pop_script_recorded_is_not_written_again_on_delivery(
     tasks.basic_consume("partition", False, lambda m: seen.append(m.delivery_tag), "t1")
     queued = _queued("once-1", "partition")
     client.lpush("partition", queued)
-    assert tasks.pop_into_unacked(["nothing-here"]) is None  # the script is loaded
+    assert tasks.move_to_taking(["nothing-here"]) is None  # its list is registered
     client.config_resetstat()
 
     tasks._brpop_start()
 
     assert seen == ["once-1"]
     calls = {k.removeprefix("cmdstat_"): v["calls"] for k, v in client.info("commandstats").items()}
-    # One script call took and recorded it; kombu's own MULTI/ZADD/HSET did not follow.
-    assert calls.get("evalsha") == 1
-    assert "multi" not in calls
+    # One LMOVE took it, one transaction recorded it (one HSET: kombu's own
+    # MULTI/ZADD/HSET did not follow), and no script saw the message.
+    assert calls.get("lmove") == 1
+    assert calls.get("hset") == 1
+    assert calls.get("exec") == 1
+    assert "evalsha" not in calls
     assert json.loads(client.hget("unacked", "once-1"))[0] == json.loads(queued)
     tasks.qos.ack("once-1")  # kombu still knows the delivery: the ack clears it
     assert not client.hexists("unacked", "once-1")
@@ -271,27 +322,30 @@ def test_a_message_taken_by_the_pop_script_ends_the_event_loops_wait_at_once(
     hub.close()
 
 
-@pytest.mark.parametrize("step", ["dead-letter write", "quarantine count"])
-def test_an_unrecorded_item_is_put_back_on_its_queue_when_redis_goes_during_its_gate_step(
+@pytest.mark.parametrize("step", ["dead-letter write", "record"])
+def test_a_taken_item_goes_back_on_its_queue_when_redis_goes_during_its_gate_step(
     broker: Connection, monkeypatch: pytest.MonkeyPatch, step: str
 ) -> None:
-    # An item the pop script could not record (cjson could not read it) is off its queue
-    # and in no unacked hash: only the worker holds it. Burying it (the gate refused it)
-    # or counting its delivery (before quarantine) needs Redis; when Redis goes then, the
-    # item must go back on its queue, not be dropped.
+    # Burying an item (the gate refused it) or recording it as unacknowledged needs
+    # Redis; when the connection dies then, the item is still in the taking list, and
+    # goes back on its queue as soon as the worker reaches Redis again.
     channel = broker.channel()
     assert isinstance(channel, Channel)
     if step == "dead-letter write":
         item = json.dumps({"body": "not base64!", "headers": {}, "properties": {}})
-        monkeypatch.setattr(channel.dead_letters, "bury", _connection_lost)
+        monkeypatch.setattr(channel, "_bury_taken", _connection_lost)
     else:
         item = _queued("unrecorded-1", "partition")
-        monkeypatch.setattr(channel, "_quarantined", _connection_lost)
+        monkeypatch.setattr(channel, "_settle", _connection_lost)
+    channel.client.lpush("partition", item)
+    found = channel.move_to_taking(["partition"])
+    assert found is not None
 
     with pytest.raises(redis.ConnectionError):
-        channel._take("partition", item, "unrecorded")
+        channel._take(*found)
     monkeypatch.undo()
-    channel.basic_consume("partition", False, lambda m: None, "t")  # on reconnection
+    assert channel.client.llen("partition") == 0
+    channel._restore_abandoned()  # what the next take does first, on a new connection
 
     assert channel.client.lrange("partition", 0, -1) == [item.encode()]
     channel.close()
@@ -299,3 +353,36 @@ def test_an_unrecorded_item_is_put_back_on_its_queue_when_redis_goes_during_its_
 
 def _connection_lost(*args: object, **kwargs: object) -> bool:
     raise redis.ConnectionError("Connection closed by server.")
+
+
+def test_a_message_put_back_from_a_taking_list_keeps_its_delivery_count(
+    broker: Connection,
+) -> None:
+    # Handed out twice already, each time its worker died (quarantine_after is 2). A
+    # third take is lost with its connection; the message goes back on its queue, and
+    # the take after that counts as its third delivery: quarantined, not run again.
+    channel = broker.channel()
+    assert isinstance(channel, Channel)
+    seen: list[str] = []
+    channel.basic_consume("partition", False, lambda m: seen.append(m.delivery_tag), "t")
+    client = channel.client
+    client.set(Keys().delivery_count("thrice-1"), 2)
+    client.lpush("partition", _queued("thrice-1", "partition"))
+    assert channel.move_to_taking(["partition"]) is not None
+    channel._abandon()  # the take's reply was lost
+    channel._restore_abandoned()
+    assert client.llen("partition") == 1
+    assert client.get(Keys().delivery_count("thrice-1")) == b"2"
+
+    found = channel.move_to_taking(["partition"])
+    assert found is not None
+    assert not channel._take(*found)
+
+    assert seen == []
+    [(_, fields)] = client.xrange(Keys().dead_letters_stream)
+    assert fields[b"reason"] == b"quarantined"
+    assert fields[b"tag"] == b"thrice-1"
+    assert fields[b"queue"] == b"partition"
+    assert not client.hexists("unacked", "thrice-1")
+    assert client.llen(found[1]) == 0
+    channel.close()

@@ -5,7 +5,6 @@ retries, and the same call succeeds once the server can write again."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,7 +15,12 @@ import redis
 from apportion.contracts import Envelope
 from apportion.contracts.events import LaunchOutcomeJob
 from apportion.errors import StoreUnavailable
-from apportion.workers.broker.transport import _RECORD_IN_UNACKED
+from apportion.workers.broker.transport import (
+    _FIRST,
+    _MOVE_OUT_OF_MEMORY,
+    _RESTORE,
+    _SETTLE_OUT_OF_MEMORY,
+)
 from apportion.workers.history.failure_store import FailureStore
 from apportion.workers.redis.client import make_redis
 from apportion.workers.redis.direct import DirectScripts
@@ -110,32 +114,72 @@ def test_a_master_turned_read_only_replica_is_store_unavailable_until_promoted_a
     assert failures.record(event("e1"), datetime.now(UTC)).recorded is True
 
 
-def test_an_item_brpop_took_is_recorded_as_unacknowledged_even_out_of_memory(
-    server: RedisServer,
-) -> None:
-    # The worker's idle BRPOP took the item off its queue; the record script must put it
-    # in ``unacked`` although Redis refuses writes that grow memory (transport.py relies
-    # on Redis letting a script that has written go on; this fails if Redis changes).
+def test_a_taken_item_is_recorded_or_put_back_even_out_of_memory(server: RedisServer) -> None:
+    # Past maxmemory Redis refuses LMOVE and HSET (they may grow memory). A worker must
+    # still take an item, record one its BLMOVE had taken, and put a dead connection's
+    # taking list back: the transport's out-of-memory scripts (transport.py relies on
+    # Redis letting a script that has written go on; this fails if Redis changes).
     admin = server.client()
-    message = {
-        "body": "",
-        "headers": {"task": "apportion.partition", "id": "t1"},
-        "properties": {"delivery_tag": "tag-1", "delivery_info": {"routing_key": "partition"}},
-    }
-    item = json.dumps(message)
-    channel_keys = ["unacked_index", "unacked", Keys().dead_letters_stream]
-    args = [time.time(), 1_000_000, 2, Keys().delivery_count_prefix, 60, 100, 1024, "0", "now"]
+    keys = Keys()
+    taking, other = keys.taking("t0", "partition"), keys.taking("t1", "partition")
+    items = [json.dumps({"n": n, "pad": "x" * 1000}).encode() for n in range(4)]
+    admin.lpush("partition", *items)
+    admin.lmove("partition", taking, "RIGHT", "LEFT")  # what BLMOVE does
+    admin.lmove("partition", other, "RIGHT", "LEFT")
     fill_up(admin)
     admin.config_set("maxmemory", int(admin.info("memory")["used_memory"]) // 2)
     with pytest.raises(redis.exceptions.OutOfMemoryError):
-        admin.incr("a-counter")
+        admin.hset("unacked", "tag-0", items[0])
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        admin.lmove("partition", taking, "RIGHT", "LEFT")
+    pool = admin.connection_pool
+    count = keys.delivery_count("tag-0")
 
     scripts = DirectScripts()
-    dest, taken, buried = scripts.run(
-        admin.connection_pool, _RECORD_IN_UNACKED, channel_keys, [*args, "partition", item]
-    )
-    scripts.close()
+    try:
+        settled = scripts.run(
+            pool,
+            _SETTLE_OUT_OF_MEMORY,
+            [taking, "unacked_index", "unacked", count],
+            [1.5, "tag-0", '""', '"partition"', 60],
+        )
+        moved = scripts.run(pool, _MOVE_OUT_OF_MEMORY, [keys.takers, "partition", taking], [2])
+        first = scripts.run(pool, _FIRST, ["empty", "partition"], [])
+        restored = scripts.run(pool, _RESTORE, [other, "partition", keys.takers], ["1"])
+    finally:
+        scripts.close()
 
-    assert (dest, taken, buried) == (b"partition", item.encode(), b"")
-    assert admin.hget("unacked", "tag-1") is not None
-    assert admin.zscore("unacked_index", "tag-1") is not None
+    assert settled == [1, 0, 1]
+    assert admin.hget("unacked", "tag-0") == b"[" + items[0] + b', "", "partition"]'
+    assert admin.zscore("unacked_index", "tag-0") == 1.5
+    assert moved == items[2]
+    assert admin.lrange(taking, 0, -1) == [items[2]]
+    assert admin.zscore(keys.takers, taking) == 2
+    assert first == b"partition"
+    assert restored == 1
+    # Back at the consuming end, next to be taken.
+    assert admin.lrange("partition", 0, -1) == [items[3], items[1]]
+    assert admin.llen(other) == 0
+
+
+def test_a_transaction_redis_refuses_raises_the_refusal_and_runs_nothing(
+    server: RedisServer,
+) -> None:
+    # The take's record is one MULTI/EXEC on the scripts' own connection; past
+    # maxmemory its HSET is refused, and the transport falls back on seeing the refusal.
+    admin = server.client()
+    admin.rpush("taken", b"x")
+    fill_up(admin)
+    admin.config_set("maxmemory", int(admin.info("memory")["used_memory"]) // 2)
+    scripts = DirectScripts()
+    try:
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            scripts.transaction(
+                admin.connection_pool,
+                [("LTRIM", "taken", 1, -1), ("HSET", "unacked", "t", "x" * 1000)],
+            )
+        assert admin.llen("taken") == 1  # nothing ran
+        # The connection is still in step: the next command gets its own reply.
+        assert scripts.call(admin.connection_pool, "LLEN", "taken") == 1
+    finally:
+        scripts.close()

@@ -26,9 +26,9 @@ entries and ``APPORTION_DEAD_LETTER_MAX_AGE`` seconds) holds::
     at        when it was buried (ISO 8601, UTC)
 
 Burying and the removal of the message from kombu's unacknowledged set happen in
-one MULTI/EXEC (or, for what the transport's pop script buries, in that script), so a
-worker killed in between leaves the message in exactly one place. ``apportion
-dead-letters`` lists the entries and requeues one.
+one MULTI/EXEC (or, for what the transport buries, in one script that also takes it
+off its taking list), so a worker killed in between leaves the message in exactly one
+place. ``apportion dead-letters`` lists the entries and requeues one.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class Reason:
     why: str
 
 
-# Every reason the gate (workers/broker/gate.py and the transport's pop script,
+# Every reason the gate (workers/broker/gate.py and the transport's record of a take,
 # workers/broker/transport.py) buries a message for; a unit test reads both sources and
 # checks that each is here. A reason not listed (a newer worker's) is requeued: this
 # version cannot tell that the message could never run.
@@ -136,8 +136,11 @@ class DeadLetters:
         task: str | None = None,
         task_id: str | None = None,
         unacked: tuple[str, str] | None = None,
+        taking: str | None = None,
     ) -> str:
-        """Add one entry; with ``unacked`` (hash, index) also forget the delivery there."""
+        """Add one entry; with ``unacked`` (hash, index) also forget the delivery there,
+        with ``taking`` also drop the item from the head of that taking list (the
+        transport moved it there, workers/broker/transport.py)."""
         data = item.encode("utf-8", errors="surrogatepass") if isinstance(item, str) else item
         copy = data[: self.policy.copy_bytes]
         fields: dict[str, Any] = {
@@ -158,6 +161,8 @@ class DeadLetters:
             pipe.xtrim(
                 self.stream, minid=min_stream_id(self.policy.max_age_seconds), approximate=True
             )
+            if taking is not None:
+                pipe.ltrim(taking, 1, -1)
             if tag:
                 pipe.delete(self._keys.delivery_count(tag))
                 if unacked is not None:

@@ -23,31 +23,38 @@ under a busy worker, workers killed) show them end to end.
    handles (the messages stay in the ``unacked`` hash and are redelivered after the
    visibility timeout, as after a SIGKILL).
 
-2. **A message read as the connection dies must not vanish.** A message is taken off its
-   queue by ``BRPOP`` and only then recorded in the ``unacked`` hash (a second command).
-   When Redis goes right after answering a ``BRPOP``, the worker reads the message while
-   closing the connection and cannot record it: it is in no list any more, and nowhere
-   else. Fix: a message whose delivery failed on a connection error is kept in memory
-   and pushed back onto its queue as soon as the worker consumes again on a new
-   connection. The same holds for an item the pop script could not record (see 5) when
-   its dead-letter write or delivery count fails. If it had been recorded after all,
-   the job runs twice, which apportion's once-per-job_id publishing makes harmless.
+2. **A message read as the connection dies must not vanish.** kombu takes a message off
+   its queue with ``BRPOP``: when the reply is lost (Redis restarted, failed over, or
+   the connection died silently: a dead NAT entry sends no reset), the message is in
+   no list any more, and nowhere else. Fix: a take never leaves a message only on the
+   wire. It moves it (``LMOVE``, or ``BLMOVE`` when idle) into the channel's *taking
+   list* on the server (one per connection and queue, registered with a liveness score
+   in ``{prefix}:takers``), and only then records it (fix 3). A connection whose take
+   got no reply is abandoned: its lists go back on their queues as soon as the worker
+   reaches Redis again, and any worker puts back the lists of a worker that stopped
+   refreshing its score (dead, or partitioned) after ``taker_ttl``. What kombu's own
+   ``BRPOP`` still takes (queues without acknowledgements, a global key prefix) and
+   fails to deliver on a connection error is kept in memory and pushed back onto its
+   queue on reconnection.
 
-3. **A SIGKILLed worker must not lose a job it had not yet recorded.** The same
-   two-command gap, on a kill instead of a lost connection. Fix: while messages are
-   waiting, the channel takes them with one Lua script that pops a message *and*
-   records it in ``unacked`` (hash and index, as kombu's QoS.append writes them) in one
-   atomic step on the server; a kill at any moment leaves every message either queued
-   or unacknowledged, and the visibility timeout restores the latter. Only when every
-   queue is empty does it block in ``BRPOP`` as kombu does, so an idle worker still
-   wakes at once; the gap remains only for a message that arrives while the worker
-   waits idle *and* a kill in the microseconds before it is recorded.
+3. **A SIGKILLed worker must not lose a job it had not yet recorded.** Fix: the move
+   above is atomic on the server, and the record is one MULTI/EXEC that drops the
+   message from the taking list and writes it into ``unacked`` (hash and index, as
+   kombu's QoS.append writes them) with its delivery count: a kill at any moment leaves
+   every message queued, in a taking list, or unacknowledged, and the liveness score or
+   the visibility timeout restores it. Redis moves bytes only: the worker's main
+   process reads the message (the gate, fix 5), and no Lua script ever holds one (a
+   big string in Lua costs Redis milliseconds). While messages wait, every turn of the
+   event loop moves them without blocking; only when every queue is empty does the
+   channel block in ``BLMOVE``, so an idle worker still wakes at once (one list at a
+   time: a worker consuming several queues waits on each in turn for a tenth of a
+   second).
 
 4. **A busy worker must not wait between jobs.** Messages taken by fix 3 are delivered
-   inside the event loop's tick, where kombu only *sends* a ``BRPOP`` and delivers on
+   inside the event loop's tick, where kombu only *sends* a blocking take and delivers on
    its reply. Celery's pool registers its writes to the children in a tick callback of
    its own, and the tick callbacks are a ``set``: when the pool's ran first, the
-   delivered jobs waited for the next tick, and with no ``BRPOP`` in flight nothing
+   delivered jobs waited for the next tick, and with no blocking take in flight nothing
    ended the loop's one-second wait. Which order a worker got depends on memory
    addresses. Fix: after delivering, the channel rings a wake-up socket the loop
    watches, so the next tick comes at once.
@@ -60,9 +67,9 @@ under a busy worker, workers killed) show them end to end.
    message is restored and kills the next worker. Fix: every item taken off a queue
    passes the gate (workers/broker/gate.py) before kombu or Celery see it. What it
    cannot run is dead-lettered (workers/broker/dead_letters.py) and acknowledged; the
-   rest is rebuilt from whitelisted, bounded parts. The pop script below already buries
-   the items it cannot even record (too large, not JSON, no delivery tag) in the same
-   atomic step as the pop, and counts deliveries per delivery tag: a message handed out
+   rest is rebuilt from whitelisted, bounded parts. Burying moves the item from the
+   taking list to the dead letters in one transaction; the record counts deliveries
+   per delivery tag: a message handed out
    ``quarantine_after`` times without an answer (each time its worker or pool child
    died) is quarantined to the dead letters instead of being delivered again. The count
    is forgotten when the delivery ends in an acknowledgement, a rejection, or a requeue
@@ -80,9 +87,9 @@ under a busy worker, workers killed) show them end to end.
    requeue Redis refused leaves the message in ``unacked`` and in the worker's prefetch
    (it takes no more work meanwhile) and is tried again every second or so with a
    backoff up to 5 s, so a requeued job runs again within seconds of Redis accepting
-   writes, not after the visibility timeout; a refused pop waits with the same
-   backoff; an item BRPOP took is recorded in ``unacked`` even out of memory (the
-   record script), or kept and requeued as in 2. Celery's ``broker_channel_error_retry``
+   writes, not after the visibility timeout; a refused take waits with the same
+   backoff; an item already taken whose record is refused goes back on its queue, even
+   out of memory (the restore script below). Celery's ``broker_channel_error_retry``
    (config/celeryconfig.py) reconnects on any refusal that still escapes.
 
 Tasks trust what the gate writes into a message (its verdict header), so every broker
@@ -98,11 +105,11 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import uuid
 import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from functools import cached_property
 from queue import Empty
 from time import monotonic, sleep, time
@@ -120,7 +127,7 @@ from apportion.workers.broker.dead_letters import DeadLetterPolicy, DeadLetters
 from apportion.workers.broker.gate import Bury, Deliver, GateRules, inspect
 from apportion.workers.redis.client import is_outage
 from apportion.workers.redis.direct import DirectScripts, LuaScript
-from apportion.workers.redis.keys import Keys, min_stream_id
+from apportion.workers.redis.keys import Keys
 
 log = logging.getLogger("apportion.transport")
 
@@ -212,96 +219,77 @@ class _Backoff:
         return was
 
 
-# The body shared by the pop script and the record script: take one raw item from
-# queue list ``queue`` into ``unacked`` (hash and index, as kombu's QoS.append writes
-# them), or bury it in the dead-letter stream when it cannot even be recorded (too
-# large, not a JSON object, no delivery tag) or has been delivered too often.
-# KEYS: unacked index (zset), unacked (hash), dead-letter stream[, queues...]
-# ARGV: now, max item bytes, quarantine_after, delivery-count key prefix, count TTL,
-#       dead-letter MAXLEN, dead-letter copy bytes, dead-letter MINID, now (ISO)[, ...]
-# Returns {queue, item, ''} for an item to deliver, {queue, '', reason} for a buried one,
-# {queue, item, 'unrecorded'} for one cjson cannot read (the gate in Python decides).
-# The hash value is written by concatenation, dumps([raw, exchange, routing_key]) as
-# kombu writes it: the raw message stays byte for byte as queued (cjson would re-encode
-# it, turning [] into {}).
-_TAKE = """
-local function short_string(value)
-  if type(value) == 'string' and #value <= 256 then return value end
-  return ''
-end
-local function bury(queue, item, reason, detail, tag, task, task_id)
-  local copy = string.sub(item, 1, tonumber(ARGV[7]))
-  local truncated = '0'
-  if #copy < #item then truncated = '1' end
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[6], '*', 'queue', queue, 'reason', reason,
-    'detail', detail, 'task', task or '', 'task_id', task_id or '', 'tag', tag or '',
-    'size', #item, 'truncated', truncated, 'at', ARGV[9], 'message', copy)
-  redis.call('XTRIM', KEYS[3], 'MINID', '~', ARGV[8])
-  return {queue, '', reason}
-end
-local function take(queue, item)
-  if #item > tonumber(ARGV[2]) then
-    return bury(queue, item, 'too_large', 'a message of ' .. #item ..
-      ' bytes is over the limit of ' .. ARGV[2] .. ' (raise APPORTION_MAX_MESSAGE_BYTES)')
-  end
-  local ok, message = pcall(cjson.decode, item)
-  if not ok then
-    -- cjson is stricter than Python's json (an escaped lone surrogate in argsrepr, say):
-    -- the gate decides, and the delivery is recorded the way kombu records it.
-    return {queue, item, 'unrecorded'}
-  end
-  if type(message) ~= 'table' or message[1] ~= nil then
-    return bury(queue, item, 'not_a_message', 'the queue item is JSON but not an object')
-  end
-  local headers = message['headers']
-  local task, task_id = '', ''
-  if type(headers) == 'table' then
-    task, task_id = short_string(headers['task']), short_string(headers['id'])
-  end
-  local props = message['properties']
-  local tag = type(props) == 'table' and props['delivery_tag']
-  local info = type(props) == 'table' and props['delivery_info']
-  if type(tag) ~= 'string' or #tag == 0 or #tag > 256 or type(info) ~= 'table' then
-    return bury(queue, item, 'bad_properties',
-      'properties must hold a delivery_tag string and a delivery_info object', nil, task, task_id)
-  end
-  local counter = ARGV[4] .. tag
-  local n = redis.call('INCR', counter)
-  redis.call('EXPIRE', counter, ARGV[5])
-  if n > tonumber(ARGV[3]) then
-    redis.call('DEL', counter)
-    return bury(queue, item, 'quarantined', 'handed to workers ' .. (n - 1) ..
-      ' times without an answer, each time its worker died' ..
-      ' (raise APPORTION_QUARANTINE_AFTER to allow more)', tag, task, task_id)
-  end
-  redis.call('ZADD', KEYS[1], ARGV[1], tag)
-  redis.call('HSET', KEYS[2], tag, '[' .. item .. ', ' ..
-    cjson.encode(info['exchange'] or '') .. ', ' .. cjson.encode(info['routing_key'] or '') .. ']')
-  return {queue, item, ''}
-end
-"""
+# How a worker takes a job (fixes 2, 3 and 5), in two steps, Redis moving bytes only:
+#
+# 1. *Move*: the item goes from its queue list into the channel's taking list
+#    (Keys.taking: one per channel connection and queue list), atomically on the
+#    server, with LMOVE while items wait and BLMOVE when the worker is idle. The item is
+#    never only in a reply on the wire: a reply lost with its connection leaves it in
+#    the taking list.
+# 2. *Settle*: the worker's main process reads it (the gate, workers/broker/gate.py,
+#    decodes it in Python), then one MULTI/EXEC drops it from the taking list and
+#    records it in ``unacked`` (hash and index, as kombu's QoS.append writes them) with
+#    its delivery count, or buries it in the dead letters.
+#
+# Every command that carries the item is a plain one (LMOVE, BLMOVE, HSET, XADD): a
+# string of a few hundred kilobytes passed into or out of a Lua script costs Redis a
+# millisecond or more, which is what capped one Redis at a few hundred big jobs a
+# second. The scripts below never see an item on the hot path.
+#
+# A taking list whose channel is gone is put back on its queue (:data:`_RESTORE`): the
+# channel's own worker does it as soon as it reconnects, and any worker does it for a
+# list whose worker stopped saying it is alive (the Keys.takers sorted set). Neither
+# touches the delivery count, so quarantine counts every delivery that reached a worker.
 
-# KEYS[4..]: the queues in priority order. Returns take()'s answer, or false when empty.
-_POP_INTO_UNACKED = LuaScript(
-    _TAKE
-    + """
-for i = 4, #KEYS do
-  local item = redis.call('RPOP', KEYS[i])
-  if item then return take(KEYS[i], item) end
+# The first of KEYS (queue lists, in priority order) holding an item, or false.
+_FIRST = LuaScript("""
+for i = 1, #KEYS do
+  if redis.call('LLEN', KEYS[i]) > 0 then return KEYS[i] end
 end
 return false
-"""
-)
+""")
 
-# ARGV[10]: the queue, ARGV[11]: an item BRPOP already took off it.
-# The item is in no list any more: it must be recorded even when Redis is past
-# maxmemory. Redis refuses a script's memory-growing command (INCR, HSET, XADD) under
-# OOM only while the script has written nothing yet ("we can't stop in the middle"), so
-# the script starts with a write that grows nothing (the pop script's RPOP does the same
-# for it). tests/integration/test_redis_cannot_serve.py checks Redis still works so.
-_RECORD_IN_UNACKED = LuaScript(
-    _TAKE + "\nredis.call('ZREM', KEYS[1], '')\nreturn take(ARGV[10], ARGV[11])\n"
-)
+# A taking list back onto its queue, at the consuming end and oldest first (as kombu's
+# own restore). KEYS: taking list, its queue list, takers. ARGV: '1' to also forget
+# the list in takers. Returns how many items went back. Rare (a lost connection, a dead
+# worker), so it may carry items through Lua. Under out-of-memory Redis refuses a
+# script's memory-growing command only while the script has written nothing yet ("we
+# can't stop in the middle"): it starts with a write that grows nothing, so a list
+# goes back even then (tests/integration/test_redis_cannot_serve.py checks Redis still
+# works so).
+_RESTORE = LuaScript("""
+redis.call('ZREM', KEYS[3], '')
+local n = 0
+while redis.call('LMOVE', KEYS[1], KEYS[2], 'LEFT', 'RIGHT') do n = n + 1 end
+if ARGV[1] == '1' then redis.call('ZREM', KEYS[3], KEYS[1]) end
+return n
+""")
+
+# Out of memory only: the move and the record as scripts. Past maxmemory Redis refuses
+# LMOVE and HSET (they may grow memory), but not a script that has already written
+# (see _RESTORE), so these start with a write that grows nothing. They carry the item
+# through Lua, which costs milliseconds a big job: worth it only while the plain
+# commands are refused, so that a worker still takes and records jobs then.
+# KEYS: takers, queue list, taking list. ARGV: now. Returns the item, or false.
+_MOVE_OUT_OF_MEMORY = LuaScript("""
+redis.call('ZREM', KEYS[1], '')
+local item = redis.call('LMOVE', KEYS[2], KEYS[3], 'RIGHT', 'LEFT')
+if item then redis.call('ZADD', KEYS[1], ARGV[1], KEYS[3]) end
+return item
+""")
+# KEYS: taking list, unacked index, unacked, delivery-count key. ARGV: now, tag, the
+# exchange and routing key (JSON strings), the count's TTL. Returns {held, items left
+# in the taking list, delivery count}; nothing is recorded when the item was not held.
+_SETTLE_OUT_OF_MEMORY = LuaScript("""
+local item = redis.call('LPOP', KEYS[1])
+local left = redis.call('LLEN', KEYS[1])
+if not item then return {0, left, 0} end
+local n = redis.call('INCR', KEYS[4])
+redis.call('EXPIRE', KEYS[4], ARGV[5])
+redis.call('ZADD', KEYS[2], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[3], ARGV[2], '[' .. item .. ', ' .. ARGV[3] .. ', ' .. ARGV[4] .. ']')
+return {1, left, n}
+""")
 
 # The end of a delivery (an ack, or a reject without requeue): the message leaves
 # ``unacked`` (index and hash, as kombu's QoS removes it) and its delivery count goes.
@@ -316,7 +304,12 @@ return 1
 # Items buried in one event-loop tick before the loop gets a turn (a flood of garbage
 # must not starve the worker's heartbeat and acknowledgements).
 _BURY_PER_TICK = 100
-_UNRECORDED = "unrecorded"
+# How long a channel consuming several queues waits on one of them in BLMOVE before
+# it looks at all of them again (see Channel._block): the longest a job waits for an
+# idle worker then.
+_TURN_SECONDS = 0.1
+# How often each worker looks for taking lists of dead workers (one ZRANGEBYSCORE).
+_REAP_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,6 +321,14 @@ class GateOptions:
     quarantine_after: int = 2
     count_ttl: int = 86_400
     dead_letters: DeadLetterPolicy = field(default_factory=DeadLetterPolicy)
+    # A taking list (see _FIRST) whose worker has not said it is alive for this long is
+    # put back on its queue by any worker; a worker says so every third of it. Longer
+    # than any stall of a live worker's event loop, short enough to bring a job back
+    # from a dead worker's list quickly (its own worker does it at once on reconnecting).
+    taker_ttl: float = 30.0
+    # How long a dead list stays watched: a take sent on a dead connection may still
+    # reach Redis late (TCP retransmits for up to ~15 minutes).
+    taker_forget: float = 3600.0
 
     @classmethod
     def from_option(cls, option: Mapping[str, Any] | None) -> GateOptions:
@@ -388,8 +389,8 @@ class _Wakeup:
 class QoS(kombu_redis.QoS):
     """kombu's QoS that also forgets a message's delivery count when its delivery ended.
 
-    The pop script counts every delivery of a message (by delivery tag). The count is
-    deleted when the delivery ends in an acknowledgement or a rejection, including a
+    The take's record (Channel._settle) counts every delivery of a message (by tag).
+    The count is deleted when the delivery ends in an acknowledgement or a rejection, including a
     requeue the task asked for (a job waiting for Redis to come back), but not when a
     pool child died running it (:meth:`child_died`, called from the task's request,
     workers/broker/requests.py) and not when the worker's main process vanished (nothing
@@ -422,7 +423,7 @@ class QoS(kombu_redis.QoS):
     def append(self, message: Any, delivery_tag: str) -> None:
         channel: Channel = self.channel
         if channel.recorded_by_script(delivery_tag):
-            # The pop script recorded it in ``unacked`` already, byte for byte as it was
+            # The take recorded it in ``unacked`` already, byte for byte as it was
             # queued: only kombu's in-memory bookkeeping is left to do. kombu's own
             # append would write it a second time (a MULTI round trip a job).
             virtual.QoS.append(self, message, delivery_tag)
@@ -550,6 +551,12 @@ class QoS(kombu_redis.QoS):
 
 # Every QoS that may hold deliveries Redis refused to end (Transport's timer retries them).
 _REFUSING: weakref.WeakSet[QoS] = weakref.WeakSet()
+# Every channel that takes jobs (Transport's timer keeps their taking lists alive).
+_TAKERS: weakref.WeakSet[Channel] = weakref.WeakSet()
+# Taking lists this process gave up (Channel._abandon), until they are back on their
+# queues: shared, so that the channel kombu opens after a connection loss puts back
+# what the closed one could not.
+_ABANDONED: list[str] = []
 
 
 class Message(virtual.Message):
@@ -591,10 +598,24 @@ class Channel(kombu_redis.Channel):
         # Redis refused to hand out messages (out of memory, read-only): wait before
         # asking again.
         self._refusing = _Backoff()
+        # Names this channel's taking lists (Keys.taking); a new one whenever a take may
+        # have been lost with its connection, so such a list is never written again.
+        self._token = uuid.uuid4().hex
+        self._lists: set[str] = set()  # this token's lists, registered in takers
+        self._alive_at = 0.0
+        self._reaped_at = monotonic()
+        # (queue list, taking list) of the BLMOVE in flight, until its reply is read.
+        self._blocking: tuple[str, str] | None = None
         super().__init__(*args, **kwargs)
+        _TAKERS.add(self)
 
     def _close_clients(self) -> None:
         try:
+            if self._lists or _ABANDONED:
+                # What this channel may hold goes back now, not after the takers' TTL.
+                self._abandon()
+                with suppress(*self.connection_errors, redis.ResponseError):
+                    self._restore_abandoned()
             super()._close_clients()
         finally:
             self.scripts.close()
@@ -669,75 +690,226 @@ class Channel(kombu_redis.Channel):
         self._no_ack_queues.discard(self._tag_to_queue.get(consumer_tag))
         return super().basic_cancel(consumer_tag)
 
-    def _take_args(self) -> list[Any]:
-        gate, now = self.gate, time()
-        return [
-            now,
-            gate.rules.max_message_bytes,
-            gate.quarantine_after,
-            gate.keys.delivery_count_prefix,
-            gate.count_ttl,
-            gate.dead_letters.maxlen,
-            gate.dead_letters.copy_bytes,
-            min_stream_id(gate.dead_letters.max_age_seconds, now),
-            datetime.now(UTC).isoformat(),
-        ]
-
-    def _take_keys(self) -> list[str]:
-        return [self.unacked_index_key, self.unacked_key, self.gate.keys.dead_letters_stream]
-
-    def pop_into_unacked(self, keys: list[str]) -> tuple[str, str, str] | None:
-        """Atomically take the next message of ``keys`` and record it as unacknowledged
-        (or bury it): (queue key, item, '') or (queue key, '', reason buried for)."""
-        found = self.scripts.run(
-            self.pool, _POP_INTO_UNACKED, [*self._take_keys(), *keys], self._take_args()
+    # -- taking jobs (fixes 2, 3 and 5; the scripts above) --------------------------
+    def _uses_kombus_take(self) -> bool:
+        """Channels that are no worker's job channel take as kombu does: one that
+        consumes a queue without acknowledgements (replies to control commands: nothing
+        may be recorded for them), or whose keys carry a global prefix (the scripts do
+        not prefix keys)."""
+        return bool(
+            self.global_keyprefix
+            or not self.active_queues
+            or not self._no_ack_queues.isdisjoint(self.active_queues)
         )
-        if not found:
-            return None
-        dest, item, buried = found
-        return bytes_to_str(dest), bytes_to_str(item), bytes_to_str(buried)
 
-    def record_in_unacked(self, dest: str, item: str | bytes) -> tuple[str, str, str]:
-        """What :meth:`pop_into_unacked` does, for an item BRPOP already took."""
-        found = self.scripts.run(
-            self.pool, _RECORD_IN_UNACKED, self._take_keys(), [*self._take_args(), dest, item]
-        )
-        dest, item, buried = found
-        return bytes_to_str(dest), bytes_to_str(item), bytes_to_str(buried)
+    def move_to_taking(self, sources: list[str]) -> tuple[str, str, bytes] | None:
+        """Move the next waiting item of ``sources`` (queue lists, in priority order)
+        into this channel's taking list: (queue list, taking list, item), or None.
+        The first list is tried at once (where a busy single-queue worker finds its
+        next job); the others are looked at only when it is empty."""
+        source: str | None = sources[0]
+        while source is not None:
+            taking = self._taking(source)
+            try:
+                self._register(taking)
+                item = self.scripts.call(self.pool, "LMOVE", source, taking, "RIGHT", "LEFT")
+            except self.connection_errors:
+                self._abandon()  # moved or not: the list goes back once reachable
+                raise
+            except redis.ResponseError as exc:
+                if not refused(exc):
+                    raise
+                item = self._move_out_of_memory(source, taking)
+            if item is not None:
+                return source, taking, item
+            if source != sources[0] or len(sources) == 1:
+                return None
+            first = self.scripts.run(self.pool, _FIRST, sources[1:], [])
+            source = bytes_to_str(first) if first else None
+        return None
 
-    def _take(self, dest: str, item: str, buried: str, *, scripted: bool = True) -> bool:
-        """Deliver one item taken off queue list ``dest`` through the gate (fix 5).
-        False when it went to the dead letters instead. ``scripted``: taken by one of
-        the scripts (not kombu's BRPOP alone), which recorded it unless it says
-        ``unrecorded``."""
-        queue = dest.rsplit(self.sep, 1)[0]
+    def _move_out_of_memory(self, source: str, taking: str) -> bytes | None:
+        keys = [self.gate.keys.takers, source, taking]
+        item: bytes | None = self.scripts.run(self.pool, _MOVE_OUT_OF_MEMORY, keys, [time()])
+        if item is not None:
+            self._lists.add(taking)  # the script registered it
+        return item
+
+    def _taking(self, source: str) -> str:
+        return self.gate.keys.taking(self._token, source)
+
+    def _abandon(self) -> None:
+        """This token's taking lists may hold an item whose take was lost with its
+        connection: later takes use a new token, and the old lists go back on their
+        queues (:meth:`_restore_abandoned`; the takers' TTL is the backstop)."""
+        _ABANDONED.extend(self._lists)
+        self._lists = set()
+        self._token = uuid.uuid4().hex
+        self._alive_at = 0.0
+
+    def _restore_abandoned(self) -> None:
+        while _ABANDONED:
+            self.restore_taking(_ABANDONED[-1], forget=False)
+            _ABANDONED.pop()
+
+    def restore_taking(self, taking: str, *, forget: bool) -> int:
+        """Put taking list ``taking`` back on its queue (``forget``: and stop watching it)."""
+        source = self.gate.keys.taking_source(taking)
+        if source is None:
+            return 0
+        keys = [taking, source, self.gate.keys.takers]
+        restored: int = self.scripts.run(self.pool, _RESTORE, keys, ["1" if forget else "0"])
+        if restored:
+            log.warning(
+                "%d message(s) taken off queue %s by a connection that was lost are back "
+                "on their queue",
+                restored,
+                source,
+            )
+        return restored
+
+    def keep_taking(self) -> None:
+        """Say this channel's taking lists are alive, and put back those of workers that
+        stopped saying so (called by the transport's timer, from the event loop)."""
+        ttl, now = self.gate.taker_ttl, time()
+        if self._lists and now - self._alive_at >= ttl / 3:
+            with self.conn_or_acquire() as client:
+                client.zadd(self.gate.keys.takers, dict.fromkeys(self._lists, now))
+            self._alive_at = now
+        if _ABANDONED:
+            self._restore_abandoned()
+        if self._uses_kombus_take() or monotonic() - self._reaped_at < _REAP_SECONDS:
+            return
+        self._reaped_at = monotonic()
+        with self.conn_or_acquire() as client:
+            dead = client.zrangebyscore(
+                self.gate.keys.takers, "-inf", now - ttl, start=0, num=100, withscores=True
+            )
+        for name, seen in dead:
+            self.restore_taking(bytes_to_str(name), forget=seen < now - self.gate.taker_forget)
+
+    def _register(self, taking: str) -> None:
+        if taking not in self._lists:
+            with self.conn_or_acquire() as client:
+                client.zadd(self.gate.keys.takers, {taking: time()})
+            self._lists.add(taking)
+
+    def _take(self, source: str, taking: str, item: bytes) -> bool:
+        """Settle one item moved off queue list ``source`` into ``taking`` through the
+        gate, and deliver it. False when it was not delivered (dead-lettered, or no
+        longer this worker's)."""
+        queue = source.rsplit(self.sep, 1)[0]
         self._queue_cycle.rotate(queue)
-        recorded = buried != _UNRECORDED
-        if buried and recorded:
-            log.warning("a message from queue %s was dead-lettered: %s", queue, buried)
-            return False
         verdict = inspect(item, self.gate.rules)
         try:
             if isinstance(verdict, Bury):
-                self._bury(dest, item, verdict, queue)
+                self._bury_taken(source, taking, item, verdict)
                 return False
-            if not recorded and self._quarantined(dest, item, verdict, queue):
+            if not self._settle(source, taking, item, verdict):
                 return False
-        except (*self.connection_errors, StoreUnavailable, redis.ResponseError) as exc:
+        except (*self.connection_errors, redis.ResponseError, StoreUnavailable) as exc:
             if isinstance(exc, redis.ResponseError) and not refused(exc):
                 raise
-            if not recorded:
-                # Off its queue and in no unacked hash: only this process holds it. Put
-                # back on its queue on reconnection (fix 2), never dropped.
-                UNDELIVERED.keep(item, dest)
-            if isinstance(exc, redis.ResponseError):
-                # Redis refused (out of memory, read-only): a recorded item stays in
-                # ``unacked`` (redelivered after the visibility timeout).
-                log.warning("a message from queue %s could not be handled: %s", queue, exc)
+            # The item is still in the taking list (or, if the transaction ran after all,
+            # in ``unacked`` or the dead letters): never lost. The list goes back on its
+            # queue as soon as Redis takes it.
+            self._abandon()
+            if isinstance(exc, redis.ResponseError) or (
+                isinstance(exc, StoreUnavailable) and isinstance(exc.__cause__, redis.ResponseError)
+            ):
+                delay = self._refusing.failed()
+                log.warning(
+                    "a message from queue %s could not be recorded (%s); it goes back on "
+                    "its queue, taking again in %.2f s",
+                    queue,
+                    exc,
+                    delay,
+                )
                 return False
             if isinstance(exc, StoreUnavailable):  # kombu reconnects on its own errors
                 raise redis.ConnectionError(str(exc)) from exc
             raise
+        self._deliver_checked(verdict, queue, recorded=True)
+        return True
+
+    def _settle(self, source: str, taking: str, item: bytes, verdict: Deliver) -> bool:
+        """Record a taken item as unacknowledged and count its delivery, in one
+        MULTI/EXEC; False when it is quarantined instead (dead-lettered)."""
+        message = verdict.message
+        props, headers = message["properties"], message["headers"]
+        tag, info = props["delivery_tag"], props["delivery_info"]
+        count = self.gate.keys.delivery_count(tag)
+        # dumps([raw, exchange, routing_key]) as kombu's QoS.append writes it, with the
+        # item byte for byte as it was queued.
+        exchange, routing_key = dumps(info["exchange"]), dumps(info["routing_key"])
+        record = b"".join((b"[", item, f", {exchange}, {routing_key}]".encode()))
+        commands: list[tuple[Any, ...]] = [
+            ("LLEN", taking),
+            ("LTRIM", taking, 1, -1),
+            ("LLEN", taking),
+            ("HSET", self.unacked_key, tag, record),
+            ("ZADD", self.unacked_index_key, time(), tag),
+            ("INCR", count),
+            ("EXPIRE", count, self.gate.count_ttl),
+        ]
+        try:
+            held, _, left, _, _, delivered, _ = self.scripts.transaction(self.pool, commands)
+        except redis.ResponseError as exc:
+            if not refused(exc):
+                raise
+            keys = [taking, self.unacked_index_key, self.unacked_key, count]
+            args = [time(), tag, exchange, routing_key, self.gate.count_ttl]
+            held, left, delivered = self.scripts.run(self.pool, _SETTLE_OUT_OF_MEMORY, keys, args)
+            if not held:  # nothing recorded: whoever put it back runs it
+                self._not_held(tag, source, left)
+                return False
+        if left or not held:
+            self._not_held(tag, source, left)
+        if delivered <= self.gate.quarantine_after:
+            return True
+        self.dead_letters.bury(
+            item,
+            queue=source,
+            reason="quarantined",
+            detail=f"handed to workers {delivered - 1} times without an answer, each time "
+            "its worker died (raise APPORTION_QUARANTINE_AFTER to allow more)",
+            tag=tag,
+            task=headers["task"],
+            task_id=headers["id"],
+            unacked=(self.unacked_key, self.unacked_index_key),
+        )
+        log.error("message %s from %s quarantined", headers["id"], source)
+        return False
+
+    def _not_held(self, tag: str, source: str, left: int) -> None:
+        if left:
+            # Items this channel did not read are in the list (a take retried after a
+            # lost reply): the list is given up, and goes back on its queue.
+            self._abandon()
+            return
+        # Put back on its queue meanwhile (this worker stalled past the takers' TTL):
+        # it may run twice, which the once-per-job_id answer makes harmless.
+        log.warning("message %s from %s was put back on its queue while taken", tag, source)
+
+    def _bury_taken(self, source: str, taking: str, item: bytes, verdict: Bury) -> None:
+        self.dead_letters.bury(
+            item,
+            queue=source,
+            reason=verdict.reason,
+            detail=verdict.detail,
+            tag=verdict.tag,
+            task=verdict.task,
+            task_id=verdict.task_id,
+            taking=taking,
+        )
+        log.warning(
+            "a message from queue %s was dead-lettered (%s): %s",
+            source,
+            verdict.reason,
+            verdict.detail,
+        )
+
+    def _deliver_checked(self, verdict: Deliver, queue: str, *, recorded: bool) -> None:
         headers = verdict.message["headers"]
         if verdict.notes:
             log.warning("message %s from %s: %s", headers["id"], queue, "; ".join(verdict.notes))
@@ -746,7 +918,7 @@ class Channel(kombu_redis.Channel):
                 "message %s rejected at the gate: %s", headers["id"], verdict.verdict["message"]
             )
         tag = verdict.message["properties"]["delivery_tag"]
-        if scripted and recorded:
+        if recorded:
             self._recorded.add(tag)
         if verdict.call is not None:
             self.gate_decoded = (tag, verdict.call)
@@ -755,81 +927,74 @@ class Channel(kombu_redis.Channel):
         finally:
             self._recorded.discard(tag)
             self.gate_decoded = None
-        return True
 
-    def _bury(self, dest: str, item: str, verdict: Bury, queue: str) -> None:
-        self.dead_letters.bury(
-            item,
-            queue=dest,
-            reason=verdict.reason,
-            detail=verdict.detail,
-            tag=verdict.tag,
-            task=verdict.task,
-            task_id=verdict.task_id,
-            unacked=(self.unacked_key, self.unacked_index_key),
-        )
-        log.warning(
-            "a message from queue %s was dead-lettered (%s): %s",
-            queue,
-            verdict.reason,
-            verdict.detail,
-        )
-
-    def _quarantined(self, dest: str, item: str, verdict: Deliver, queue: str) -> bool:
-        """The pop script's delivery count, for an item it could not read (see _TAKE)."""
-        tag = verdict.message["properties"]["delivery_tag"]
-        key = self.gate.keys.delivery_count(tag)
-        pipe = self.client.pipeline()
-        count = pipe.incr(key).expire(key, self.gate.count_ttl).execute()[0]
-        if count <= self.gate.quarantine_after:
-            return False
-        self.dead_letters.bury(
-            item,
-            queue=dest,
-            reason="quarantined",
-            detail=f"handed to workers {count - 1} times without an answer, each time its "
-            "worker died (raise APPORTION_QUARANTINE_AFTER to allow more)",
-            tag=tag,
-            task=verdict.message["headers"]["task"],
-            task_id=verdict.message["headers"]["id"],
-        )
-        log.error("message %s from %s quarantined", verdict.message["headers"]["id"], queue)
-        return True
+    def _gate_only(self, dest: str, item: str) -> None:
+        """An item kombu's own BRPOP took (:meth:`_uses_kombus_take`): through the gate,
+        then kombu records it as it does."""
+        queue = dest.rsplit(self.sep, 1)[0]
+        self._queue_cycle.rotate(queue)
+        verdict = inspect(item, self.gate.rules)
+        if isinstance(verdict, Deliver):
+            self._deliver_checked(verdict, queue, recorded=False)
+            return
+        try:
+            self.dead_letters.bury(
+                item,
+                queue=dest,
+                reason=verdict.reason,
+                detail=verdict.detail,
+                tag=verdict.tag,
+                task=verdict.task,
+                task_id=verdict.task_id,
+            )
+        except (*self.connection_errors, StoreUnavailable) as exc:
+            UNDELIVERED.keep(item, dest)  # off its queue, only here: fix 2
+            if isinstance(exc, StoreUnavailable):  # kombu reconnects on its own errors
+                raise redis.ConnectionError(str(exc)) from exc
+            raise
+        log.warning("a message from queue %s was dead-lettered (%s)", queue, verdict.reason)
 
     def _brpop_start(self, timeout: Any = None) -> Any:
-        # Fix 3 above: take waiting messages atomically into ``unacked``, up to what
-        # the prefetch allows; block in kombu's BRPOP only when every queue is empty.
-        # Messages taken here are delivered now, like a BRPOP answer would be on the
-        # next loop turn, and ``_in_poll`` stays unset so the next turn asks again.
-        if (
-            self.global_keyprefix
-            or not self.active_queues
-            or not self._no_ack_queues.isdisjoint(self.active_queues)
-        ):
+        # Fix 3 above: move waiting items into the taking list and settle them, up to
+        # what the prefetch allows; when every queue is empty, block in BLMOVE. Items
+        # taken here are delivered now, like a blocking reply would be on the next loop
+        # turn, and ``_in_poll`` stays unset so the next turn asks again.
+        if self._uses_kombus_take():
             return super()._brpop_start(timeout)
         if self._refusing.waiting():
             return None  # the transport's timer ends the loop's wait within a second
-        if UNDELIVERED:
-            UNDELIVERED.requeue(self)
+        if self._blocking is not None:
+            # A blocking take whose reply never came: kombu dropped its connection (no
+            # reply in time), or it died. Its item, if any, is in its taking list.
+            self._blocking = None
+            self._abandon()
+        try:
+            if UNDELIVERED:
+                UNDELIVERED.requeue(self)
+            self._restore_abandoned()
+            return self._take_waiting(timeout)
+        except redis.ResponseError as exc:
+            if not refused(exc):
+                raise
+            delay = self._refusing.failed()
+            log.warning("Redis refused to hand out a message (%s); again in %.2f s", exc, delay)
+            return None
+
+    def _take_waiting(self, timeout: Any) -> None:
         budget = max(1, self.qos.prefetch_count or 1)
         buried = 0
         while budget > 0 and self.qos.can_consume():
             queues = self._queue_cycle.consume(len(self.active_queues))
             if not queues:
-                return None
-            keys = [self._q_for_pri(q, pri) for pri in self.priority_steps for q in queues]
-            try:
-                found = self.pop_into_unacked(keys)
-            except redis.ResponseError as exc:
-                if not refused(exc):
-                    raise
-                delay = self._refusing.failed()
-                log.warning("Redis refused to hand out a message (%s); again in %.2f s", exc, delay)
-                return None
+                return
+            found = self.move_to_taking(
+                [self._q_for_pri(q, pri) for pri in self.priority_steps for q in queues]
+            )
             if self._refusing.succeeded():
                 log.warning("Redis hands out messages again")
             if found is None:
-                return super()._brpop_start(timeout)
+                self._block(queues, timeout)
+                return
             if self._take(*found):
                 budget -= 1
             else:
@@ -837,43 +1002,46 @@ class Channel(kombu_redis.Channel):
                 if buried >= _BURY_PER_TICK:
                     break
             self.connection.wake_event_loop()  # fix 4
-        return None
+
+    def _block(self, queues: list[str], timeout: Any) -> None:
+        """Wait in BLMOVE for the next item of the first of ``queues`` (its default
+        priority's list). BLMOVE watches one list: a channel consuming several queues
+        waits on each in turn for a short time, and every turn moves whatever waits on
+        any of them first (:meth:`move_to_taking`), so a job waits at most that long."""
+        wait = self.brpop_timeout if timeout is None else timeout
+        if len(queues) > 1:
+            wait = min(wait, _TURN_SECONDS)
+            self._queue_cycle.rotate(queues[0])
+        source = self._q_for_pri(queues[0], self.priority_steps[0])
+        taking = self._taking(source)
+        self._register(taking)
+        self._in_poll = self.client.connection
+        self._brpop_sent_at = monotonic()  # type: ignore[assignment]  # kombu's health check
+        self._blocking = (source, taking)
+        self.client.connection.send_command("BLMOVE", source, taking, "RIGHT", "LEFT", wait)
 
     def _brpop_read(self, **options: Any) -> Any:
-        # kombu's, with the item recorded in ``unacked`` by the same script as above and
-        # passed through the gate, instead of decoded and delivered as it came (fix 5).
         try:
+            if self._blocking is None:
+                return self._kombus_read(**options)
+            source, taking = self._blocking
             try:
-                dest__item = self.client.parse_response(self.client.connection, "BRPOP", **options)
+                item = self.client.parse_response(self.client.connection, "BLMOVE", **options)
             except self.connection_errors:
-                # if there's a ConnectionError, disconnect so the next
-                # iteration will reconnect automatically.
+                # Reconnected on the next turn, which abandons this taking list.
                 self.client.connection.disconnect()
                 raise
-            if not dest__item:
+            except redis.ResponseError as exc:
+                self._blocking = None
+                if not refused(exc):
+                    raise
+                delay = self._refusing.failed()
+                log.warning("Redis refused to hand out a message (%s); again in %.2f s", exc, delay)
+                return True
+            self._blocking = None
+            if item is None:
                 raise Empty()
-            dest, item = bytes_to_str(dest__item[0]), dest__item[1]
-            queue = dest.rsplit(self.sep, 1)[0]
-            if queue in self._no_ack_queues:  # replies to control commands: kombu's way
-                self._queue_cycle.rotate(queue)
-                self.connection._deliver(loads(bytes_to_str(item)), queue)
-            elif self.global_keyprefix:  # the scripts do not prefix keys: gate only
-                self._take(dest, bytes_to_str(item), "", scripted=False)
-            else:
-                try:
-                    taken = self.record_in_unacked(dest, item)
-                except (*self.connection_errors, redis.ResponseError) as exc:
-                    if isinstance(exc, redis.ResponseError) and not refused(exc):
-                        raise
-                    # Read just as the connection died (fix 2), or Redis refused to
-                    # record it (read-only, MISCONF): in no list any more. Put back on
-                    # its queue as soon as Redis takes it (_brpop_start, basic_consume).
-                    UNDELIVERED.keep(bytes_to_str(item), dest)
-                    if not isinstance(exc, redis.ResponseError):
-                        raise
-                    self._refusing.failed()
-                    return True
-                self._take(*taken)
+            self._take(source, taking, item)
             self.connection.wake_event_loop()
             return True
         finally:
@@ -882,6 +1050,28 @@ class Channel(kombu_redis.Channel):
             if flush is not None:
                 flush()
 
+    def _kombus_read(self, **options: Any) -> Any:
+        """kombu's BRPOP read (:meth:`_uses_kombus_take`), with each item through the gate
+        (fix 5) unless its queue takes no acknowledgements."""
+        try:
+            dest__item = self.client.parse_response(self.client.connection, "BRPOP", **options)
+        except self.connection_errors:
+            # if there's a ConnectionError, disconnect so the next
+            # iteration will reconnect automatically.
+            self.client.connection.disconnect()
+            raise
+        if not dest__item:
+            raise Empty()
+        dest, item = bytes_to_str(dest__item[0]), bytes_to_str(dest__item[1])
+        queue = dest.rsplit(self.sep, 1)[0]
+        if queue in self._no_ack_queues:  # replies to control commands: kombu's way
+            self._queue_cycle.rotate(queue)
+            self.connection._deliver(loads(item), queue)
+        else:
+            self._gate_only(dest, item)
+        self.connection.wake_event_loop()
+        return True
+
 
 def _retry_refused() -> None:
     for qos in list(_REFUSING):
@@ -889,6 +1079,15 @@ def _retry_refused() -> None:
             qos.retry_refused()
         except Exception:  # a timer's error would end the worker: logged, tried again
             log.exception("retrying what Redis refused")
+    for channel in list(_TAKERS):
+        try:
+            channel.keep_taking()
+        except (*channel.connection_errors, redis.ResponseError) as exc:
+            # Redis unreachable or refusing: the consumer's own reconnection and backoff
+            # deal with it; this is tried again on the next tick.
+            log.debug("keeping taking lists alive: %s", exc)
+        except Exception:
+            log.exception("keeping taking lists alive")
 
 
 class Transport(kombu_redis.Transport):

@@ -4,7 +4,7 @@ redis-py's ``execute_command`` (and its ``Script`` objects and pipelines on top 
 wraps each command in a pool checkout, which tests the connection with a non-blocking
 read (syscalls), its observability hooks and its response callbacks: several times the
 CPU of the bytes on the wire for a short command. The worker's main
-process sends two such commands for every job (the pop script and the ack), so they go
+process sends such commands for every job (the ack, the take's rare scripts), so they go
 through a :class:`DirectScripts`: one connection made from the pool's settings
 (address, timeouts, health checks, TLS, Sentinel), driven with
 ``send_command``/``read_response``.
@@ -73,6 +73,21 @@ class DirectScripts:
                 lambda: _evalsha(conn, script, keys, args), lambda _error: conn.disconnect()
             )
 
+    def call(self, pool: Any, *args: Any) -> Any:
+        """One command on the same connection, never sent twice (a command that moves
+        data, such as LMOVE, must not be retried blindly): its reply."""
+        with self._lock:
+            conn = self._connect(pool)
+            return _in_step(conn, lambda: _command(conn, *args))
+
+    def transaction(self, pool: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """MULTI, ``commands``, EXEC in one round trip, never sent twice: EXEC's replies.
+        A command Redis refused to queue (out of memory, say) raises its own error, and
+        nothing ran."""
+        with self._lock:
+            conn = self._connect(pool)
+            return _in_step(conn, lambda: _transaction(conn, commands))  # type: ignore[no-any-return]
+
     def close(self) -> None:
         with self._lock:
             conn, self._connection, self._pool = self._connection, None, None
@@ -110,6 +125,35 @@ def _evalsha(conn: ConnectionInterface, script: LuaScript, keys: list[Any], args
         # Anything else between sending and reading may leave a reply in flight.
         conn.disconnect()
         raise
+
+
+def _in_step(conn: ConnectionInterface, run: Any) -> Any:
+    conn.connect()
+    try:
+        return run()
+    except redis.exceptions.ResponseError:
+        raise  # complete replies: the connection is in step
+    except BaseException:
+        conn.disconnect()  # a reply may be in flight
+        raise
+
+
+def _transaction(conn: ConnectionInterface, commands: list[tuple[Any, ...]]) -> list[Any]:
+    conn.send_packed_command(conn.pack_commands([("MULTI",), *commands, ("EXEC",)]))
+    refusals: list[redis.exceptions.ResponseError] = []
+    for _ in range(len(commands) + 1):  # +OK for MULTI, then +QUEUED or a refusal each
+        try:
+            conn.read_response()
+        except redis.exceptions.ResponseError as exc:
+            refusals.append(exc)
+    try:
+        replies = conn.read_response()
+    except redis.exceptions.ResponseError as exc:
+        raise (refusals[0] if refusals else exc) from None
+    for reply in replies:
+        if isinstance(reply, redis.exceptions.ResponseError):
+            raise reply
+    return list(replies)
 
 
 def _command(conn: ConnectionInterface, *args: Any) -> Any:

@@ -84,6 +84,30 @@ class Keys:
         """How many times a message was handed to a worker without an answer (quarantine)."""
         return f"{self.delivery_count_prefix}{delivery_tag}"
 
+    @property
+    def takers(self) -> str:
+        """Sorted set of every worker's taking lists (:meth:`taking`), scored by when
+        their worker last said it is alive (workers/broker/transport.py)."""
+        return f"{self.prefix}:takers"
+
+    @property
+    def taking_prefix(self) -> str:
+        return f"{self.prefix}:taking:"
+
+    def taking(self, token: str, source: str) -> str:
+        """The list a worker's channel moves items of queue list ``source`` into as it
+        takes them (BLMOVE), until they are recorded as unacknowledged. ``token`` names
+        the channel's current connection; it holds no ``:``, so the source (whatever
+        it holds) is everything after it."""
+        return f"{self.taking_prefix}{token}:{source}"
+
+    def taking_source(self, taking: str) -> str | None:
+        """The queue list a taking list (:meth:`taking`) receives from."""
+        if not taking.startswith(self.taking_prefix):
+            return None
+        _token, sep, source = taking[len(self.taking_prefix) :].partition(":")
+        return source if sep else None
+
     def policy(self, pool: str) -> str:
         """Hash of one pool's policy versions (workers/policies/store.py): ``head``,
         ``low``, ``current`` and ``v:<n>`` per version kept. The pool name comes last, so
