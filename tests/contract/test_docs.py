@@ -190,7 +190,7 @@ def _key_patterns() -> dict[str, str]:
 def test_the_key_patterns_are_read_from_every_method_of_keys() -> None:
     assert _key_patterns()["delivery_count"] == "apportion:deliveries:<delivery_tag>"
     assert _key_patterns()["dead_letters_stream"] == "apportion:dead-letters"
-    assert len(_key_patterns()) == 12  # every method and property but the bare prefix
+    assert len(_key_patterns()) == 14  # every method and property but the bare prefix
 
 
 @pytest.mark.parametrize(("method", "key"), sorted(_key_patterns().items()))
