@@ -17,6 +17,7 @@ from celery.exceptions import Reject, SoftTimeLimitExceeded
 from celery.signals import task_postrun, task_prerun
 
 from apportion import kinds
+from apportion.collector import collector_paused
 from apportion.config.settings import Settings
 from apportion.context import Progress
 from apportion.contracts import Envelope, ErrorDetail, ErrorInfo
@@ -38,7 +39,6 @@ from apportion.workers.results.answers import (
     settle_recorded,
 )
 from apportion.workers.results.celery_result import can_record, success_record
-from apportion.workers.results.collector import collector_paused
 from apportion.workers.runtime import PoliciesRead, Runtime, get_runtime
 
 log = logging.getLogger("apportion.tasks")
@@ -282,7 +282,7 @@ def _bad_arguments(
 def _make(kind: JobKind) -> Any:
     def job_task(self: Task, *args: Any, **kwargs: Any) -> Answer:
         # The collector paused for the whole job, as `apportion solve` pauses it
-        # (workers/results/collector.py); the body's decoding is paused too (fast_json).
+        # (apportion/collector.py); the body's decoding is paused too (fast_json).
         with collector_paused():
             return _job(self, kind, args, kwargs)
 

@@ -89,6 +89,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     (
         "apportion",
         "apportion.codec",
+        "apportion.collector",
         "apportion.context",
         "apportion.contracts",
         "apportion.edge",

@@ -34,8 +34,8 @@ import orjson
 from kombu.serialization import register
 from kombu.utils import json as kombu_json
 
+from apportion.collector import collector_paused
 from apportion.edge_fast import may_hold_long_integer
-from apportion.workers.results.collector import collector_paused
 
 CONTENT_TYPE = "application/json"
 _MARKER = "__type__"

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from apportion.cli.common import (
@@ -20,6 +18,7 @@ from apportion.cli.common import (
     print_json,
     read_vouched_jobs,
 )
+from apportion.collector import collector_paused
 
 if TYPE_CHECKING:
     from apportion.contracts.envelope import Envelope
@@ -90,23 +89,3 @@ def solved(kind: str, job: Any, context: Any, *, vouched: bool) -> Envelope:
 
     with collector_paused():
         return run_job(kind, job, context, vouched=vouched, decoded=True)
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """No cyclic collection inside the block; the collector's state is restored after it.
-
-    Decoding a text and solving a job each allocate tens of thousands of containers that
-    stay alive until the block ends (the decoded input, a job's validated providers and
-    its answer), and hold no reference cycle: the collections those allocations trigger
-    walk them again and again and free nothing, at a cost that grows with the input. What
-    a block leaves behind is freed by reference counting when it ends, and any cycle
-    at the collector's next pass.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
