@@ -194,7 +194,7 @@ def execute(task: Task, kind: JobKind, job: Any, request: Any) -> dict[str, Any]
         # The job's content digest: the result publisher keeps it with the job_id, and a
         # launch_outcome is recorded with it (the history and the answer decided
         # together). Inside the try: a soft limit landing in it is handled below.
-        digest = fingerprint(job)
+        digest = fingerprint(job, finite=fast_json.take_finite(job))
         envelope = _solve(task, kind, job, rt, request.id, digest)
         # Solved: from here on a soft limit means Redis is slow (see publish_or_retry).
         hold_soft_limit()

@@ -9,17 +9,22 @@ message phrased for them (the location without its password, never a traceback).
 from __future__ import annotations
 
 import gc
+import re
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from time import monotonic
 from typing import Any
 
+import orjson
 from celery.exceptions import TimeoutError as CeleryTimeout
 from kombu.exceptions import OperationalError
+from kombu.serialization import register
+from kombu.utils import json as kombu_json
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 from apportion.config.settings import Settings
+from apportion.edge_fast import may_hold_type_key
 from apportion.workers.deadline import DeadlineExceeded, deadline
 from apportion.workers.producer import JobSender, producer_app
 from apportion.workers.redis.client import error_text, redact_url, refusal
@@ -126,10 +131,24 @@ def bound(app: Any, settings: Settings, timeout: float, connect_retries: int) ->
     conf.result_backend_max_retries = min(int(conf.result_backend_max_retries or 15), tries)
 
 
-def wait(results: Sequence[Any], timeout: float, step: Step, settings: Settings) -> list[Any]:
-    """Each result's envelope, in order; ``timeout`` bounds the wait for each next one."""
+def wait(
+    results: Sequence[Any], timeout: float, step: Step, settings: Settings, *, raw: bool = False
+) -> list[Any]:
+    """Each result's envelope, in order; ``timeout`` bounds the wait for each next one.
+
+    ``raw``: the envelopes are only printed compact (:func:`printable`); one whose JSON in
+    the result record prints as it is stored comes back as a :class:`RawEnvelope`."""
     envelopes: list[Any] = []
-    fast_json.install()  # answers decoded without kombu's per-object hook
+    if raw:
+        register(
+            "json",
+            kombu_json.dumps,
+            _loads_record,
+            content_type=fast_json.CONTENT_TYPE,
+            content_encoding="utf-8",
+        )
+    else:
+        fast_json.install()  # answers decoded without kombu's per-object hook
     try:
         for r in results:
             # The backend's own reconnections may overrun ``timeout``: bounded here.
@@ -159,6 +178,87 @@ def wait(results: Sequence[Any], timeout: float, step: Step, settings: Settings)
     except Exception as exc:  # the task itself failed (e.g. retries exhausted)
         raise SubmitFailed(f"task failed: {type(exc).__name__}: {exc}") from None
     return envelopes
+
+
+class RawEnvelope:
+    """An envelope as its result record holds it: compact JSON that decoding and
+    encoding again would give back byte for byte (:func:`_stable`), and its status."""
+
+    __slots__ = ("fragment", "status")
+
+    def __init__(self, text: bytes, status: str) -> None:
+        self.fragment = orjson.Fragment(text)
+        self.status = status
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The envelope's ``status``, as a decoded envelope's ``get`` gives it."""
+        return self.status if key == "status" else default
+
+
+def printable(envelopes: Any) -> Any:
+    """``envelopes`` (one, or a list) for :func:`apportion.codec.encode` compact: a
+    :class:`RawEnvelope` as the bytes it holds."""
+    if isinstance(envelopes, list):
+        return [e.fragment if isinstance(e, RawEnvelope) else e for e in envelopes]
+    return envelopes.fragment if isinstance(envelopes, RawEnvelope) else envelopes
+
+
+# A result record as workers/results/celery_result.py writes it (and Celery's backend
+# for a successful task): the envelope between this head and the tail.
+_RECORD_HEAD = b'{"status": "SUCCESS", "result": '
+_RECORD_TAIL = b', "traceback": null, "children": [], "date_done": "'
+_TAIL_REST = re.compile(rb'([0-9T:.+-]+)", "task_id": "([^"\\]*)"\}')
+# The envelope's first fields, in the contract's order: its status without decoding it.
+_STATUS = re.compile(
+    rb'\{"job_id":(?:null|"(?:[^"\\]|\\.)*"),"kind":"[a-z_]+","status":"([a-z_]+)"'
+)
+# A \u escape other than of a control character: the standard library's ASCII-only
+# fallback in apportion.codec wrote it, which orjson would write as the character.
+_WIDE_ESCAPE = re.compile(rb"\\u(?!00[01])")
+
+
+def _stable(text: bytes) -> bool:
+    """Whether ``text`` (an envelope the worker wrote with :mod:`apportion.codec`) is
+    what printing its decoded value compact writes, byte for byte. Conservative: any
+    doubt (the same bytes inside a string included) says no, and it is decoded.
+
+    orjson's own output is; the codec's fallback (the standard library) differs in
+    ``1e-05``-style floats, ``NaN``/``Infinity`` and ``\\u`` escapes of characters
+    orjson writes as they are; Celery's backend writes ``", "`` and ``": "``; kombu
+    turns ``__type__`` objects into Python values."""
+    # A one-byte search is a memchr, a longer one is not: most envelopes hold no space
+    # and no backslash, and the searches behind those two are skipped.
+    spaced = b" " in text
+    return not (
+        (spaced and (b'": ' in text or b", " in text))
+        or b"e-0" in text
+        or b"NaN" in text
+        or b"Infinity" in text
+        or may_hold_type_key(text)
+        or (b"\\" in text and _WIDE_ESCAPE.search(text) is not None)
+    )
+
+
+def _loads_record(data: str | bytes | bytearray | memoryview) -> Any:
+    """A result record decoded for :func:`wait` with ``raw``: a successful one whose
+    envelope is :func:`_stable` with that envelope as a :class:`RawEnvelope`, any
+    other as :func:`fast_json.loads` decodes it."""
+    text = data.encode() if isinstance(data, str) else bytes(data)
+    if text.startswith(_RECORD_HEAD):
+        at = text.rfind(_RECORD_TAIL)
+        tail = _TAIL_REST.fullmatch(text, at + len(_RECORD_TAIL)) if at > 0 else None
+        envelope = text[len(_RECORD_HEAD) : at]
+        status = _STATUS.match(envelope) if tail is not None else None
+        if tail is not None and status is not None and _stable(envelope):
+            return {
+                "status": "SUCCESS",
+                "result": RawEnvelope(envelope, status.group(1).decode()),
+                "traceback": None,
+                "children": [],
+                "date_done": tail.group(1).decode(),
+                "task_id": tail.group(2).decode(),
+            }
+    return fast_json.loads(data)
 
 
 def _backend_lost(settings: Settings, reason: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 import uuid
@@ -31,6 +32,46 @@ def test_submit_wait_prints_the_envelope_exactly_as_solve_would(
     a, b = output_json(submitted), output_json(solved)
     assert a["result"] == b["result"]
     assert a["job_id"] == b["job_id"] == job["job_id"]
+
+
+def _timeless(printed: str) -> str:
+    """Printed envelopes with their ``elapsed_ms`` (which differs between two runs) zeroed."""
+    return re.sub(r'"elapsed_ms":( ?)[0-9.e+-]+', r'"elapsed_ms":\g<1>0', printed)
+
+
+@pytest.mark.parametrize(
+    ("kind", "example", "changes", "pretty", "status"),
+    [
+        ("partition", "partition.json", {}, "--no-pretty", 0),
+        ("launch_select", "launch_select.candidates.json", {}, "--no-pretty", 0),
+        ("launch_select", "launch_select.candidates.json", {}, "--pretty", 0),
+        (
+            "launch_select",
+            "launch_select.candidates.json",
+            {"request": "resources=VCPU:99999"},
+            "--no-pretty",
+            3,
+        ),  # infeasible: the exit status read from the stored answer
+    ],
+)
+def test_submit_wait_prints_the_same_bytes_and_status_as_solve(
+    worker: Worker,
+    redis_server: RedisServer,
+    kind: str,
+    example: str,
+    changes: dict[str, str],
+    pretty: str,
+    status: int,
+) -> None:
+    job = {**load_example(example), **changes, "job_id": f"bytes-{uuid.uuid4()}"}
+    env = {"APPORTION_REDIS_URL": redis_server.url}
+
+    for jobs, exit_status in ((json.dumps(job), status), (json.dumps([job, job]), 0)):
+        submitted = apportion("submit", kind, "-", "--wait", pretty, stdin=jobs, env=env)
+        solved = apportion("solve", kind, "-", pretty, stdin=jobs)
+
+        assert (submitted.returncode, solved.returncode) == (exit_status, exit_status)
+        assert _timeless(submitted.stdout) == _timeless(solved.stdout)
 
 
 def test_submit_without_wait_prints_task_ids_for_an_array(

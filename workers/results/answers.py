@@ -47,7 +47,7 @@ def envelope_json(envelope: Envelope) -> bytes:
     return encode(envelope.as_dict())
 
 
-def fingerprint(job: Any) -> str:
+def fingerprint(job: Any, *, finite: bool = False) -> str:
     """A digest of the job's content (key order ignored), kept next to its job_id.
 
     The digest of the job's compact JSON with sorted keys, as ``json.dumps`` writes it
@@ -58,17 +58,20 @@ def fingerprint(job: Any) -> str:
     finds it may hold either; values orjson refuses (integers over 64 bits, keys that
     are not strings, lone surrogates) go the slow way too.
     tests/unit/service/test_answers.py compares both ways on generated JSON.
+
+    ``finite``: the caller knows ``job`` holds no NaN and no infinity (orjson decoded
+    it: fast_json.take_finite), so a ``null`` in orjson's text is a ``None``.
     """
     try:
         text = orjson.dumps(job, option=_ORJSON_OPTIONS)
     except TypeError:  # orjson.JSONEncodeError included
         text = b""
-    if not text or not _as_json_dumps_writes(text, job):
+    if not text or not _as_json_dumps_writes(text, job, finite):
         text = _json_dumps_text(job)
     return hashlib.blake2b(text, digest_size=16).hexdigest()
 
 
-def _as_json_dumps_writes(text: bytes, job: Any) -> bool:
+def _as_json_dumps_writes(text: bytes, job: Any, finite: bool = False) -> bool:
     """Whether orjson's ``text`` of ``job`` is what ``json.dumps`` writes (sorted, compact).
 
     Without a digit followed by ``e``/``E`` (anywhere, even inside a string) no float is
@@ -81,7 +84,7 @@ def _as_json_dumps_writes(text: bytes, job: Any) -> bool:
     zeros = text.translate(_DIGITS_AS_ZERO)
     if b"0e" in zeros or b"0E" in zeros or b"0.0000" in zeros:
         return False
-    if b"null" not in zeros:
+    if finite or b"null" not in zeros:
         return True
     try:
         return bool(orjson.loads(text) == job)

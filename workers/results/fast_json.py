@@ -20,6 +20,11 @@ public ``register`` (the encoder stays kombu's). It answers as kombu's does:
   exactly as before (where the engine rejects what it must, with its path);
 * everything else is plain JSON, which both decode to equal values.
 
+orjson refuses ``NaN``, infinities and numbers too large for a float: a value it
+decoded holds no NaN or infinity anywhere. :func:`take_finite` tells a task whether
+its job is (part of) the text this thread decoded last, so the job's fingerprint
+(workers/results/answers.py) need not look for them again.
+
 The collector is paused while a text is decoded, as ``apportion solve`` pauses it
 while reading its input: a decode allocates containers that all stay alive and hold
 no cycle, and the collections they trigger walk them again and again and free
@@ -28,6 +33,7 @@ nothing.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import orjson
@@ -47,13 +53,35 @@ def loads(data: str | bytes | bytearray | memoryview) -> Any:
         data = bytes(data)
     text = data if isinstance(data, bytes) else data.encode()
     plain = _MARKER.encode() not in text and not may_hold_long_integer(text)
+    _last.value = None
     with collector_paused():
         if plain:
             try:
-                return orjson.loads(data)
+                value = orjson.loads(data)
             except orjson.JSONDecodeError:
                 pass
+            else:
+                _last.value = value
+                return value
         return kombu_json.loads(data)
+
+
+# The value this thread's last :func:`loads` got from orjson (None after kombu's decode).
+_last = threading.local()
+
+
+def take_finite(value: Any) -> bool:
+    """Whether ``value`` is the value this thread decoded last with orjson, or one of
+    the arguments of that Celery message body (``[args, kwargs, embed]``): then it holds
+    no NaN and no infinity. Forgets that value, which is then freed with its job."""
+    last = getattr(_last, "value", None)
+    _last.value = None
+    if last is None:
+        return False
+    if value is last:
+        return True
+    args = last[0] if isinstance(last, list) and last else None
+    return isinstance(args, list) and any(value is arg for arg in args)
 
 
 def install() -> None:
@@ -61,4 +89,4 @@ def install() -> None:
     register("json", kombu_json.dumps, loads, content_type=CONTENT_TYPE, content_encoding="utf-8")
 
 
-__all__ = ["install", "loads"]
+__all__ = ["install", "loads", "take_finite"]

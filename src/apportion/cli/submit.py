@@ -89,7 +89,7 @@ def _progress(enabled: bool, total: int) -> Iterator[Callable[[str], None]]:
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     from apportion import kinds
-    from apportion.workers.submit import SubmitFailed, send, wait
+    from apportion.workers.submit import SubmitFailed, printable, send, wait
 
     check_kind(args.kind)
     jobs, is_array, bad = read_jobs(args.kind, args.file)
@@ -115,12 +115,14 @@ def run(args: argparse.Namespace) -> int:
                 ids = [r.id for r in results]
                 print_json(ids if is_array else ids[0], args.pretty)
                 return EXIT_OK
-            envelopes = wait(results, args.timeout, step, config)
+            # Printed compact, an answer goes out as its result record holds it.
+            pretty = sys.stdout.isatty() if args.pretty is None else args.pretty
+            envelopes = wait(results, args.timeout, step, config, raw=not pretty)
     except SubmitFailed as exc:
         print(f"apportion submit: {exc}", file=sys.stderr)
         return EXIT_FAILED
     if is_array:
-        print_json(envelopes, args.pretty)
+        print_json(printable(envelopes), args.pretty)
         return EXIT_OK
-    print_json(envelopes[0], args.pretty)
+    print_json(printable(envelopes[0]), args.pretty)
     return STATUS_EXIT.get(str(envelopes[0].get("status")), EXIT_FAILED)

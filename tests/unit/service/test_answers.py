@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from apportion.contracts import Envelope
 from apportion.limits import Limits
 from apportion.workers.redis.keys import Keys
+from apportion.workers.results import fast_json
 from apportion.workers.results.answers import bounded, fingerprint, maybe_float_or_nan, settle
 from apportion.workers.results.publisher import MemoryPublisher, StreamPublisher
 
@@ -178,3 +179,17 @@ def test_a_duplicate_job_id_decided_before_publishing_is_never_published() -> No
     assert answer == envelope
     assert recorded is False
     assert publisher.events == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON)
+def test_the_fingerprint_of_a_job_orjson_decoded_is_the_digest_of_what_json_dumps_writes(
+    job: Any,
+) -> None:
+    body = json.dumps([[job], {}, {}], allow_nan=True)
+    decoded = fast_json.loads(body)
+    the_job = decoded[0][0]
+
+    finite = fast_json.take_finite(the_job)
+
+    assert fingerprint(the_job, finite=finite) == _fingerprint_as_json_dumps_writes_it(the_job)

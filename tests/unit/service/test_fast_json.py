@@ -77,3 +77,21 @@ def test_once_installed_celerys_json_is_decoded_by_it(monkeypatch: pytest.Monkey
     assert seen[0] == b'{"a": 1}'
     with pytest.raises(DecodeError):
         registry_loads(b"{not json", "application/json", "utf-8")
+
+
+def test_a_job_orjson_decoded_is_known_finite_once_and_only_that_job() -> None:
+    body = fast_json.loads(b'[[{"policy": null, "n": 1.5}], {}, {}]')
+    job = body[0][0]
+
+    assert not fast_json.take_finite({"policy": None, "n": 1.5})  # equal, not the same
+    body = fast_json.loads(b'[[{"policy": null, "n": 1.5}], {}, {}]')
+    assert fast_json.take_finite(body[0][0])
+    assert not fast_json.take_finite(body[0][0])  # forgotten once asked
+    assert job == body[0][0]
+
+
+def test_a_job_kombu_decoded_is_not_known_finite() -> None:
+    body = fast_json.loads(b'[[{"weight": NaN}], {}, {}]')
+
+    assert math.isnan(body[0][0]["weight"])
+    assert not fast_json.take_finite(body[0][0])
