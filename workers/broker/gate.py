@@ -126,13 +126,14 @@ def inspect(item: str | bytes, rules: GateRules, now: datetime | None = None) ->
                 f"{rules.max_message_bytes} (raise APPORTION_MAX_MESSAGE_BYTES)",
             )
         raw = _outer(item)
+        headers = raw.get("headers")
+        if isinstance(headers, dict):  # read first: a dead letter names its task if it can
+            task_id = _task_id(headers)
+            task = _text(headers.get("task"), None)
         properties = _properties(raw)
         tag = properties["delivery_tag"]
-        headers = raw.get("headers")
         if not isinstance(headers, dict):
             raise _Refused("bad_headers", f"headers must be an object, got {_kind(headers)}")
-        task_id = _task_id(headers)
-        task = _text(headers.get("task"), None)
         return _deliver(raw, properties, headers, rules, now or datetime.now(UTC))
     except _Refused as refused:
         return Bury(refused.reason, refused.detail, tag, task_id, task)

@@ -91,6 +91,18 @@ def test_a_dead_letter_names_the_delivery_tag_and_task_when_they_can_be_read() -
     assert (verdict.task, verdict.task_id) == ("apportion.horoscope", msg["headers"]["id"])
 
 
+def test_a_dead_letter_without_a_delivery_tag_still_names_its_task_and_task_id() -> None:
+    msg = message()
+    del msg["properties"]["delivery_tag"]
+
+    verdict = gate(msg)
+
+    assert isinstance(verdict, Bury)
+    assert verdict.reason == "bad_properties"
+    assert verdict.tag is None
+    assert (verdict.task, verdict.task_id) == ("apportion.partition", msg["headers"]["id"])
+
+
 def test_an_item_over_the_message_limit_is_not_even_decoded() -> None:
     verdict = gate(message(), GateRules(max_message_bytes=100))
 
