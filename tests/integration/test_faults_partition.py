@@ -28,7 +28,7 @@ from apportion.config.settings import Settings
 from apportion.workers.app import create_app
 from tests.acceptance.cli import apportion
 from tests.integration.conftest import short_redelivery, worker_env
-from tests.support.jobs import SMALL_PARTITION, Job, event_counts, mixed_jobs
+from tests.support.jobs import SMALL_PARTITION, Job, entry_envelope, event_counts, mixed_jobs
 from tests.support.processes import RedisServer, Worker, free_port, wait_until
 from tests.support.tcp_proxy import TcpProxy
 
@@ -128,7 +128,7 @@ def answers(client: redis.Redis) -> dict[str, list[tuple[str, str]]]:
     out: dict[str, list[tuple[str, str]]] = {}
     for kind in KINDS:
         for _, fields in client.xrange(f"apportion:results:{kind}"):
-            envelope = json.loads(fields[b"envelope"]) if b"envelope" in fields else {}
+            envelope = entry_envelope(client, fields)
             code = (envelope.get("error") or {}).get("code", "")
             out.setdefault(fields[b"job_id"].decode(), []).append(
                 (fields[b"status"].decode(), code)

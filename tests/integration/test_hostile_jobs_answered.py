@@ -26,6 +26,7 @@ from apportion.workers.app import create_app
 from apportion.workers.redis.keys import Keys
 from tests.conftest import load_example
 from tests.integration.conftest import worker_env
+from tests.support.jobs import entry_envelope
 from tests.support.processes import RedisServer, Worker, wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker]
@@ -37,7 +38,7 @@ FAULT_APP = "tests.support.fault_app"
 def stream_envelopes(client: redis.Redis, kind: str) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for _, fields in client.xrange(KEYS.results_stream(kind)):
-        out.setdefault(fields[b"job_id"].decode(), []).append(json.loads(fields[b"envelope"]))
+        out.setdefault(fields[b"job_id"].decode(), []).append(entry_envelope(client, fields))
     return out
 
 

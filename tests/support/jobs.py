@@ -144,3 +144,17 @@ def settled(client: redis.Redis, kinds: Iterable[str], quiet: float = 1.0) -> bo
 def never_received(task_ids: Iterable[str], worker_log: str) -> bool:
     """No worker ever logged receiving these tasks (they vanished between BRPOP and ack)."""
     return all(f"[{task_id}] received" not in worker_log for task_id in task_ids)
+
+
+def entry_envelope(client: redis.Redis, fields: Mapping[bytes, bytes]) -> dict[str, Any]:
+    """The envelope of one result-stream entry, as a subscriber reads it: the entry's own
+    ``envelope``, or a big one from the result record its ``envelope_key`` names."""
+    if b"envelope" in fields:
+        envelope: dict[str, Any] = json.loads(fields[b"envelope"])
+        return envelope
+    stored = client.get(fields[b"envelope_key"].decode())
+    assert stored is not None, f"the record {fields[b'envelope_key']!r} is gone"
+    meta: dict[str, Any] = json.loads(stored)
+    assert meta["status"] == "SUCCESS", meta
+    big: dict[str, Any] = meta["result"]
+    return big
