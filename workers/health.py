@@ -218,12 +218,25 @@ def judge(
     if not health.redis_ok:
         health.problems.append(f"Redis unreachable at {health.redis_url}: {health.redis_error}")
         return
+    _judge_workers(health, node)
+    _judge_queues(health, queues, limits)
+    if subscribers:
+        _judge_trimmed(health)
+    _judge_pending(health, limits)
+
+
+def _judge_workers(health: Health, node: str | None) -> None:
+    """The workers could not be asked, or ``node`` is missing or idle."""
     if health.workers_error is not None:
         health.problems.append(f"could not ask the workers: {health.workers_error}")
     elif node is not None and node not in health.responders:
         health.problems.append(f"worker {node} did not answer")
     elif node is not None and not any(node in names for names in health.workers.values()):
         health.problems.append(f"worker {node} answered but consumes no queue")
+
+
+def _judge_queues(health: Health, queues: Sequence[str], limits: Thresholds) -> None:
+    """Each checked queue: consumed by some worker, and not deeper than allowed."""
     for queue in queues:
         if health.workers_error is None and not health.workers.get(queue):
             health.problems.append(f"no worker consumes queue {queue!r}")
@@ -232,20 +245,29 @@ def judge(
             health.problems.append(
                 f"queue {queue!r} holds {depth} jobs (more than {limits.max_queue_depth})"
             )
-    for stream, found in health.streams.items() if subscribers else ():
+
+
+def _judge_trimmed(health: Health) -> None:
+    """Entries a consumer group lost: trimmed before it read them."""
+    for stream, found in health.streams.items():
         for group, lost in sorted(found.trimmed_unread.items()):
             health.problems.append(
                 f"{stream} group {group}: {lost} entries were trimmed (older than "
                 "APPORTION_STREAM_MAX_AGE) before the group read them"
             )
-    if limits.max_pending_age_s is not None:
-        for stream, found in health.streams.items():
-            for group, g in found.groups.items():
-                age = g.oldest_pending_age_s
-                if age is not None and age > limits.max_pending_age_s:
-                    health.problems.append(
-                        f"{stream} group {group}: an entry has waited {age:.0f} s for its ack"
-                    )
+
+
+def _judge_pending(health: Health, limits: Thresholds) -> None:
+    """Entries delivered to a group and left unacknowledged longer than allowed."""
+    if limits.max_pending_age_s is None:
+        return
+    for stream, found in health.streams.items():
+        for group, g in found.groups.items():
+            age = g.oldest_pending_age_s
+            if age is not None and age > limits.max_pending_age_s:
+                health.problems.append(
+                    f"{stream} group {group}: an entry has waited {age:.0f} s for its ack"
+                )
 
 
 def check(
