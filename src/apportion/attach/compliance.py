@@ -377,11 +377,7 @@ def compute_compliance(
     on_date = [e for e in entitlements if e.active(at)]
     units = [ctx.unit(e.view) for e in on_date]
     global_limit = combine_limits(u.guest_limit for u in units)
-    members: dict[str, Tally] = {}
-    for ent, unit in zip(on_date, units, strict=True):
-        if ent.view.stacked:
-            tally = members.setdefault(ent.view.stack_id or "", Tally(ctx))
-            tally.add(unit, ent.quantity)
+    members = _stack_members(ctx, on_date, units)
 
     compliant: dict[str, list[AttachedEntitlement]] = {}
     partial: dict[str, list[AttachedEntitlement]] = {}
@@ -392,20 +388,12 @@ def compute_compliance(
         partially = False
         if ent.view.stacked:
             sid = ent.view.stack_id or ""
-            if sid not in stack_ok:
-                stack_ok[sid] = not members[sid].failures(global_limit)
-            if not stack_ok[sid]:
-                partially = True
+            partially = _stack_fails(sid, members, stack_ok, global_limit)
+            if partially:
                 partial_stacks.setdefault(sid, []).append(ent)
         for pid in relevant:
-            if partially:
-                partial.setdefault(pid, []).append(ent)
-                continue
-            failed = entitlement_failures(ctx, unit, ent.quantity, global_limit)
-            if failed and not ent.view.stacked:
-                partial.setdefault(pid, []).append(ent)
-            else:
-                compliant.setdefault(pid, []).append(ent)
+            covers = not partially and _entitlement_covers(ctx, ent, unit, global_limit)
+            (compliant if covers else partial).setdefault(pid, []).append(ent)
     for pid in list(partial):
         if pid in compliant:
             del partial[pid]
@@ -417,3 +405,34 @@ def compute_compliance(
         non_compliant=tuple(p for p in installed if p not in compliant and p not in partial),
         partial_stacks=tuple(partial_stacks),
     )
+
+
+def _stack_members(
+    ctx: CoverageContext, on_date: Sequence[AttachedEntitlement], units: Sequence[CoverageUnit]
+) -> dict[str, Tally]:
+    """Each stack's running tally over its entitlements active on the date."""
+    members: dict[str, Tally] = {}
+    for ent, unit in zip(on_date, units, strict=True):
+        if ent.view.stacked:
+            tally = members.setdefault(ent.view.stack_id or "", Tally(ctx))
+            tally.add(unit, ent.quantity)
+    return members
+
+
+def _stack_fails(
+    sid: str, members: Mapping[str, Tally], stack_ok: dict[str, bool], global_limit: int | None
+) -> bool:
+    """Whether stack ``sid`` leaves the consumer uncovered; ``stack_ok`` remembers each
+    stack's answer so that its tally is judged once however many entitlements it has."""
+    if sid not in stack_ok:
+        stack_ok[sid] = not members[sid].failures(global_limit)
+    return not stack_ok[sid]
+
+
+def _entitlement_covers(
+    ctx: CoverageContext, ent: AttachedEntitlement, unit: CoverageUnit, global_limit: int | None
+) -> bool:
+    """An entitlement of a stack that covers counts as compliant whatever it holds alone;
+    a non-stacked one must cover the consumer by itself."""
+    failed = entitlement_failures(ctx, unit, ent.quantity, global_limit)
+    return not (failed and not ent.view.stacked)
