@@ -761,12 +761,24 @@ class PoolCheck:
         amount = quantity - pool.consumed
         if amount > 0 and not multi_ent:
             amount = 1
-        at = self._at
-        drop = _date_drop(start, end, at)
+        drop = self._model_drop(pool, attrs, multi_ent)
         if drop is not None:
             return amount, drop
+        if amount <= 0:
+            return amount, Drop("quantity", "no quantity available")
+        if self._below and self._physical and attrs.get("instance_multiplier") not in _UNSET:
+            return None
+        return amount, None
+
+    def _model_drop(
+        self, pool: Pool, attrs: Mapping[str, str | None], multi_ent: bool
+    ) -> Drop | None:
+        """The first of the date, attached, arch and size filters that drops ``pool``."""
+        drop = _date_drop(pool.start_date, pool.end_date, self._at)
+        if drop is not None:
+            return drop
         if not multi_ent and pool.id in self._attached:
-            return amount, Drop("already_attached", "already attached and not multi-entitlement")
+            return Drop("already_attached", "already attached and not multi-entitlement")
         arch = attrs.get("arch")
         consumer = self._consumer
         arch_ok = self._arches.get(arch)
@@ -775,20 +787,15 @@ class PoolCheck:
                 None if arch == "0" else arch, consumer.arch, consumer.type_label
             )
         if not arch_ok:
-            return amount, _arch_drop(arch, consumer)
-        if attrs.get("stacking_id") is None:
-            # The size filters read five attributes, whose values recur across pools.
-            sizes = tuple(map(attrs.get, SIZE_ATTRIBUTES))
-            drop = self._size_drops.get(sizes, _UNREAD)
-            if drop is _UNREAD:
-                drop = self._size_drops[sizes] = _model_size_drop(sizes, consumer)
-            if drop is not None:
-                return amount, drop
-        if amount <= 0:
-            return amount, Drop("quantity", "no quantity available")
-        if self._below and self._physical and attrs.get("instance_multiplier") not in _UNSET:
+            return _arch_drop(arch, consumer)
+        if attrs.get("stacking_id") is not None:
             return None
-        return amount, None
+        # The size filters read five attributes, whose values recur across pools.
+        sizes = tuple(map(attrs.get, SIZE_ATTRIBUTES))
+        drop = self._size_drops.get(sizes, _UNREAD)
+        if drop is _UNREAD:
+            drop = self._size_drops[sizes] = _model_size_drop(sizes, consumer)
+        return drop
 
     def _plain(self, view: PoolView) -> tuple[int, Drop | None]:
         consumer = self._consumer
