@@ -443,16 +443,27 @@ class QoS(kombu_redis.QoS):
 
     def _end(self, delivery_tag: str, *, requeue: bool, clear_count: bool = False) -> None:
         """End a delivery in Redis (forget it, or put it back on its queue), then in
-        kombu's bookkeeping; when Redis refuses, keep it for :meth:`retry_refused`."""
+        kombu's bookkeeping; when Redis refuses or cannot be reached, keep it for
+        :meth:`retry_refused`."""
         try:
             self._end_in_redis(delivery_tag, requeue=requeue, clear_count=clear_count)
-        except redis.ResponseError as exc:
-            if not refused(exc):
+        except (*self.channel.connection_errors, redis.ResponseError) as exc:
+            if isinstance(exc, redis.ResponseError) and not refused(exc):
                 raise
+            # Unreachable too, not only refused: kombu frees the delivery's prefetch
+            # slot only once its end reached Redis, and Celery merely logs a failed ack.
+            # A partition that heals without a reset never makes the consumer reconnect
+            # (which would open a fresh QoS), so each lost ack would hold its slot for
+            # good and, once every slot is held, the worker would never take again.
+            # Ending a delivery twice is harmless (the message is gone from ``unacked``,
+            # or restored by the visibility timeout and answered once by its job_id).
             self._refused[delivery_tag] = (requeue, clear_count)
+            if not isinstance(exc, redis.ResponseError):
+                self._backoff.failed()  # each try may wait a socket timeout meanwhile
             log.warning(
-                "Redis refused to %s message %s (%s); it stays unacknowledged and "
+                "Redis %s when asked to %s message %s (%s); it stays unacknowledged and "
                 "this is tried again",
+                "refused" if isinstance(exc, redis.ResponseError) else "was unreachable",
                 "requeue" if requeue else "acknowledge",
                 delivery_tag,
                 exc,
