@@ -461,9 +461,8 @@ class QoS(kombu_redis.QoS):
             if not isinstance(exc, redis.ResponseError):
                 self._backoff.failed()  # each try may wait a socket timeout meanwhile
             log.warning(
-                "Redis %s when asked to %s message %s (%s); it stays unacknowledged and "
-                "this is tried again",
-                "refused" if isinstance(exc, redis.ResponseError) else "was unreachable",
+                "Redis %s %s message %s (%s); it stays unacknowledged and this is tried again",
+                "refused to" if isinstance(exc, redis.ResponseError) else "unreachable: cannot",
                 "requeue" if requeue else "acknowledge",
                 delivery_tag,
                 exc,
