@@ -567,6 +567,8 @@ _TAKERS: weakref.WeakSet[Channel] = weakref.WeakSet()
 # queues: shared, so that the channel kombu opens after a connection loss puts back
 # what the closed one could not.
 _ABANDONED: list[str] = []
+# When this process last looked for taking lists of dead workers (Channel.keep_taking).
+_REAPED_AT = [monotonic()]
 
 
 class Message(virtual.Message):
@@ -613,7 +615,6 @@ class Channel(kombu_redis.Channel):
         self._token = uuid.uuid4().hex
         self._lists: set[str] = set()  # this token's lists, registered in takers
         self._alive_at = 0.0
-        self._reaped_at = monotonic()
         # (queue list, taking list) of the BLMOVE in flight, until its reply is read.
         self._blocking: tuple[str, str] | None = None
         super().__init__(*args, **kwargs)
@@ -788,15 +789,28 @@ class Channel(kombu_redis.Channel):
             self._alive_at = now
         if _ABANDONED:
             self._restore_abandoned()
-        if self._uses_kombus_take() or monotonic() - self._reaped_at < _REAP_SECONDS:
+        if self._uses_kombus_take() or monotonic() - _REAPED_AT[0] < _REAP_SECONDS:
             return
-        self._reaped_at = monotonic()
+        # Once a process, not once a channel (channels of connections Celery dropped live
+        # on until collected), and one round trip for the lengths of every dead list: a
+        # dead list stays watched for taker_forget and every reconnection leaves one a
+        # queue, so a round trip a list and a channel would hold the event loop for
+        # seconds behind a slow network, starving deliveries and acknowledgements.
+        _REAPED_AT[0] = monotonic()
         with self.conn_or_acquire() as client:
             dead = client.zrangebyscore(
                 self.gate.keys.takers, "-inf", now - ttl, start=0, num=100, withscores=True
             )
-        for name, seen in dead:
-            self.restore_taking(bytes_to_str(name), forget=seen < now - self.gate.taker_forget)
+            if not dead:
+                return
+            pipe = client.pipeline(transaction=False)
+            for name, _ in dead:
+                pipe.llen(name)
+            lengths = pipe.execute()
+        for (name, seen), length in zip(dead, lengths, strict=True):
+            forget = seen < now - self.gate.taker_forget
+            if length or forget:
+                self.restore_taking(bytes_to_str(name), forget=forget)
 
     def _register(self, taking: str) -> None:
         if taking not in self._lists:
@@ -1090,6 +1104,9 @@ def _retry_refused() -> None:
         except Exception:  # a timer's error would end the worker: logged, tried again
             log.exception("retrying what Redis refused")
     for channel in list(_TAKERS):
+        if channel.closed:  # its lists went back on close; the open channel reaps
+            _TAKERS.discard(channel)
+            continue
         try:
             channel.keep_taking()
         except (*channel.connection_errors, redis.ResponseError) as exc:
