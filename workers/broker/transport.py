@@ -84,8 +84,10 @@ under a busy worker, workers killed) show them end to end.
    takes for the end of the worker (``Unrecoverable error: OutOfMemoryError``), and
    every worker meeting it exited. Fix: every Redis call the transport makes from the
    event loop treats such a reply (:func:`refused`) as an outage. An acknowledgement or
-   requeue Redis refused leaves the message in ``unacked`` and in the worker's prefetch
-   (it takes no more work meanwhile) and is tried again every second or so with a
+   requeue Redis refused (or that could not reach it: a partition that heals without a
+   reset never restarts Celery's consumer, which would free its prefetch slot) leaves
+   the message in ``unacked`` and in the worker's prefetch (it takes no more work
+   meanwhile) and is tried again every second or so with a
    backoff up to 5 s, so a requeued job runs again within seconds of Redis accepting
    writes, not after the visibility timeout; a refused take waits with the same
    backoff; an item already taken whose record is refused goes back on its queue, even
