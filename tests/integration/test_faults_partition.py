@@ -7,11 +7,11 @@ connections frozen while new ones pass, every connection reset every 2 s, 200 ms
 latency each way — every job sent before, during and after it is answered exactly once,
 no valid job is answered ``time_limit``, and within 15 s the worker logs that it lost
 Redis (``Redis unreachable from this worker``) or a connection (``Connection to broker
-lost``, or kombu's ``Redis BRPOP got no reply``). During the blackhole ``apportion submit --wait --timeout 10`` through the proxy
-gives up within 15 s. The issue's blackhole lasts 120 s; here it lasts
-:data:`BLACKHOLE` seconds (the same mechanism: a longer outage only repeats the
-reconnection loop), long enough to outlast the soft and hard limits four times and the
-visibility timeout twice.
+lost``, or kombu's ``Redis BRPOP got no reply``). During the blackhole ``apportion
+submit --wait --timeout 10`` through the proxy gives up within 15 s. The issue's
+blackhole lasts 120 s; here it lasts :data:`BLACKHOLE` seconds (the same mechanism: a
+longer outage only repeats the reconnection loop), long enough to outlast the soft and
+hard limits four times and the visibility timeout twice.
 """
 
 from __future__ import annotations
