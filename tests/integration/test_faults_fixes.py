@@ -18,10 +18,11 @@ from pydantic import ValidationError
 
 from apportion.config.celeryconfig import PRODUCER_RETRY_POLICY, broker_transport, celery_config
 from apportion.config.settings import Settings
+from apportion.workers.broker import transport
 from apportion.workers.broker.transport import UNDELIVERED, Channel
 from apportion.workers.redis.keys import Keys
 from apportion.workers.results.subscriber import StreamSubscriber
-from tests.support.processes import RedisServer
+from tests.support.processes import RedisServer, wait_until
 
 pytestmark = [pytest.mark.redis]
 
@@ -202,7 +203,7 @@ def test_the_taking_list_of_a_worker_that_stopped_saying_it_is_alive_goes_back_o
     live = broker.channel()
     assert isinstance(live, Channel)
     live.basic_consume("partition", False, lambda m: None, "t")
-    live._reaped_at = 0.0
+    transport._REAPED_AT[0] = 0.0  # the process's last look, long ago
     live.keep_taking()
 
     # Back at the consuming end, oldest first, as kombu restores; still watched (a take
@@ -214,7 +215,7 @@ def test_the_taking_list_of_a_worker_that_stopped_saying_it_is_alive_goes_back_o
     ]
     assert client.zscore(Keys().takers, taking) is not None
     client.zadd(Keys().takers, {taking: time.time() - dead.gate.taker_forget - 1})
-    live._reaped_at = 0.0
+    transport._REAPED_AT[0] = 0.0  # the process's last look, long ago
     live.keep_taking()
     assert client.zscore(Keys().takers, taking) is None
     live.close()
@@ -385,4 +386,39 @@ def test_a_message_put_back_from_a_taking_list_keeps_its_delivery_count(
     assert fields[b"queue"] == b"partition"
     assert not client.hexists("unacked", "thrice-1")
     assert client.llen(found[1]) == 0
+    channel.close()
+
+
+def test_an_acknowledgement_that_cannot_reach_redis_is_sent_again_and_frees_its_slot(
+    broker: Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Celery only logs an acknowledgement that raised, and a partition that heals without
+    # a reset never makes the consumer reconnect: a delivery whose end was lost would
+    # hold its prefetch slot for good, and with every slot held the worker takes nothing.
+    channel = broker.channel()
+    assert isinstance(channel, Channel)
+    channel.basic_qos(0, 1, False)
+    channel.basic_consume("partition", False, lambda m: None, "t")
+    channel.client.lpush("partition", _queued("cut-1", "partition"))
+    channel._brpop_start()
+    assert not channel.qos.can_consume()  # the one slot holds cut-1
+    run = channel.scripts.run
+
+    def timed_out(*args: object) -> None:
+        raise redis.TimeoutError("Timeout reading from socket")
+
+    monkeypatch.setattr(channel.scripts, "run", timed_out)
+    channel.qos.ack("cut-1")  # raises nothing: kept, and tried again
+
+    assert channel.client.hexists("unacked", "cut-1")
+    assert not channel.qos.can_consume()
+    monkeypatch.setattr(channel.scripts, "run", run)  # Redis answers again
+
+    def retried() -> bool:
+        channel.qos.retry_refused()  # what the transport's timer calls every second
+        return bool(channel.qos.can_consume())
+
+    wait_until(retried, 10, what="the acknowledgement tried again")
+    assert not channel.client.hexists("unacked", "cut-1")
+    assert channel.client.zscore("unacked_index", "cut-1") is None
     channel.close()

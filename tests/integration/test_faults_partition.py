@@ -7,11 +7,11 @@ connections frozen while new ones pass, every connection reset every 2 s, 200 ms
 latency each way — every job sent before, during and after it is answered exactly once,
 no valid job is answered ``time_limit``, and within 15 s the worker logs that it lost
 Redis (``Redis unreachable from this worker``) or a connection (``Connection to broker
-lost``). During the blackhole ``apportion submit --wait --timeout 10`` through the proxy
-gives up within 15 s. The issue's blackhole lasts 120 s; here it lasts
-:data:`BLACKHOLE` seconds (the same mechanism: a longer outage only repeats the
-reconnection loop), long enough to outlast the soft and hard limits four times and the
-visibility timeout twice.
+lost``, or kombu's ``Redis BRPOP got no reply``). During the blackhole ``apportion
+submit --wait --timeout 10`` through the proxy gives up within 15 s. The issue's
+blackhole lasts 120 s; here it lasts :data:`BLACKHOLE` seconds (the same mechanism: a
+longer outage only repeats the reconnection loop), long enough to outlast the soft and
+hard limits four times and the visibility timeout twice.
 """
 
 from __future__ import annotations
@@ -40,10 +40,13 @@ BLACKHOLE = 24.0
 NOTICED_WITHIN = 15.0
 # What the worker logs: its own watch, when Redis stops answering a PING
 # (workers/redis/reachability.py); Celery's consumer, when it drops a connection that
-# died (reset, or a blocking pop left unanswered: kombu's check, every
-# APPORTION_REDIS_HEALTH_CHECK_INTERVAL).
+# died (reset); kombu's check, when a blocking take got no reply in time (every
+# APPORTION_REDIS_HEALTH_CHECK_INTERVAL): it drops that connection itself, and the
+# consumer carries on without one of Celery's lines. With the watch's own connection
+# opened after a freeze (it was reconnecting), kombu's line is the only one.
 UNREACHABLE = "Redis unreachable from this worker"
 LOST = "Connection to broker lost"
+STALE = "Redis BRPOP got no reply"
 # Jobs of every kind that waits on Redis inside the job (the policy store, the failure
 # history) as well as the plain ones.
 WEIGHTS = {"partition": 2, "launch_select_default_policy": 1, "launch_outcome": 1}
@@ -219,7 +222,7 @@ def test_connections_frozen_while_new_ones_pass_lose_no_job(
     began = time.monotonic()
     assert frozen > 0
     send(producer, jobs[4:])
-    noticed(worker, offset, began, UNREACHABLE, LOST)
+    noticed(worker, offset, began, UNREACHABLE, LOST, STALE)
 
     assert_each_answered_once_and_ok(client, jobs, 90)
     assert worker.alive

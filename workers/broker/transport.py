@@ -84,8 +84,10 @@ under a busy worker, workers killed) show them end to end.
    takes for the end of the worker (``Unrecoverable error: OutOfMemoryError``), and
    every worker meeting it exited. Fix: every Redis call the transport makes from the
    event loop treats such a reply (:func:`refused`) as an outage. An acknowledgement or
-   requeue Redis refused leaves the message in ``unacked`` and in the worker's prefetch
-   (it takes no more work meanwhile) and is tried again every second or so with a
+   requeue Redis refused (or that could not reach it: a partition that heals without a
+   reset never restarts Celery's consumer, which would free its prefetch slot) leaves
+   the message in ``unacked`` and in the worker's prefetch (it takes no more work
+   meanwhile) and is tried again every second or so with a
    backoff up to 5 s, so a requeued job runs again within seconds of Redis accepting
    writes, not after the visibility timeout; a refused take waits with the same
    backoff; an item already taken whose record is refused goes back on its queue, even
@@ -443,16 +445,26 @@ class QoS(kombu_redis.QoS):
 
     def _end(self, delivery_tag: str, *, requeue: bool, clear_count: bool = False) -> None:
         """End a delivery in Redis (forget it, or put it back on its queue), then in
-        kombu's bookkeeping; when Redis refuses, keep it for :meth:`retry_refused`."""
+        kombu's bookkeeping; when Redis refuses or cannot be reached, keep it for
+        :meth:`retry_refused`."""
         try:
             self._end_in_redis(delivery_tag, requeue=requeue, clear_count=clear_count)
-        except redis.ResponseError as exc:
-            if not refused(exc):
+        except (*self.channel.connection_errors, redis.ResponseError) as exc:
+            if isinstance(exc, redis.ResponseError) and not refused(exc):
                 raise
+            # Unreachable too, not only refused: kombu frees the delivery's prefetch
+            # slot only once its end reached Redis, and Celery merely logs a failed ack.
+            # A partition that heals without a reset never makes the consumer reconnect
+            # (which would open a fresh QoS), so each lost ack would hold its slot for
+            # good and, once every slot is held, the worker would never take again.
+            # Ending a delivery twice is harmless (the message is gone from ``unacked``,
+            # or restored by the visibility timeout and answered once by its job_id).
             self._refused[delivery_tag] = (requeue, clear_count)
+            if not isinstance(exc, redis.ResponseError):
+                self._backoff.failed()  # each try may wait a socket timeout meanwhile
             log.warning(
-                "Redis refused to %s message %s (%s); it stays unacknowledged and "
-                "this is tried again",
+                "Redis %s %s message %s (%s); it stays unacknowledged and this is tried again",
+                "refused to" if isinstance(exc, redis.ResponseError) else "unreachable: cannot",
                 "requeue" if requeue else "acknowledge",
                 delivery_tag,
                 exc,
@@ -557,6 +569,8 @@ _TAKERS: weakref.WeakSet[Channel] = weakref.WeakSet()
 # queues: shared, so that the channel kombu opens after a connection loss puts back
 # what the closed one could not.
 _ABANDONED: list[str] = []
+# When this process last looked for taking lists of dead workers (Channel.keep_taking).
+_REAPED_AT = [monotonic()]
 
 
 class Message(virtual.Message):
@@ -603,7 +617,6 @@ class Channel(kombu_redis.Channel):
         self._token = uuid.uuid4().hex
         self._lists: set[str] = set()  # this token's lists, registered in takers
         self._alive_at = 0.0
-        self._reaped_at = monotonic()
         # (queue list, taking list) of the BLMOVE in flight, until its reply is read.
         self._blocking: tuple[str, str] | None = None
         super().__init__(*args, **kwargs)
@@ -778,15 +791,28 @@ class Channel(kombu_redis.Channel):
             self._alive_at = now
         if _ABANDONED:
             self._restore_abandoned()
-        if self._uses_kombus_take() or monotonic() - self._reaped_at < _REAP_SECONDS:
+        if self._uses_kombus_take() or monotonic() - _REAPED_AT[0] < _REAP_SECONDS:
             return
-        self._reaped_at = monotonic()
+        # Once a process, not once a channel (channels of connections Celery dropped live
+        # on until collected), and one round trip for the lengths of every dead list: a
+        # dead list stays watched for taker_forget and every reconnection leaves one a
+        # queue, so a round trip a list and a channel would hold the event loop for
+        # seconds behind a slow network, starving deliveries and acknowledgements.
+        _REAPED_AT[0] = monotonic()
         with self.conn_or_acquire() as client:
             dead = client.zrangebyscore(
                 self.gate.keys.takers, "-inf", now - ttl, start=0, num=100, withscores=True
             )
-        for name, seen in dead:
-            self.restore_taking(bytes_to_str(name), forget=seen < now - self.gate.taker_forget)
+            if not dead:
+                return
+            pipe = client.pipeline(transaction=False)
+            for name, _ in dead:
+                pipe.llen(name)
+            lengths = pipe.execute()
+        for (name, seen), length in zip(dead, lengths, strict=True):
+            forget = seen < now - self.gate.taker_forget
+            if length or forget:
+                self.restore_taking(bytes_to_str(name), forget=forget)
 
     def _register(self, taking: str) -> None:
         if taking not in self._lists:
@@ -1080,6 +1106,9 @@ def _retry_refused() -> None:
         except Exception:  # a timer's error would end the worker: logged, tried again
             log.exception("retrying what Redis refused")
     for channel in list(_TAKERS):
+        if channel.closed:  # its lists went back on close; the open channel reaps
+            _TAKERS.discard(channel)
+            continue
         try:
             channel.keep_taking()
         except (*channel.connection_errors, redis.ResponseError) as exc:
