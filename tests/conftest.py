@@ -54,8 +54,10 @@ def running(server: S) -> Iterator[S]:
         if REQUIRE_REDIS:
             pytest.fail("redis-server is not installed; CI must run the real-Redis tests")
         pytest.skip("redis-server is not installed (CI installs it)")
-    yield server
-    server.stop()
+    try:
+        yield server
+    finally:  # also when the generator is closed early: never leave a redis-server behind
+        server.stop()
 
 
 def own_redis_server(workdir: Path, *, appendonly: bool = False) -> Iterator[RedisServer]:
