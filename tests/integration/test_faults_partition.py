@@ -27,9 +27,10 @@ from celery import Celery
 from apportion.config.settings import Settings
 from apportion.workers.app import create_app
 from tests.acceptance.cli import apportion
+from tests.conftest import own_redis_server
 from tests.integration.conftest import short_redelivery, worker_env
 from tests.support.jobs import SMALL_PARTITION, Job, entry_envelope, event_counts, mixed_jobs
-from tests.support.processes import RedisServer, Worker, free_port, wait_until
+from tests.support.processes import RedisServer, Worker, running_worker, wait_until
 from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow]
@@ -55,12 +56,7 @@ KINDS = ("partition", "launch_select", "launch_outcome")
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    srv = RedisServer(port=free_port(), workdir=tmp_path_factory.mktemp("redis"))
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
+    yield from own_redis_server(tmp_path_factory.mktemp("redis"))
 
 
 @pytest.fixture(scope="module")
@@ -81,16 +77,9 @@ def worker(proxy: TcpProxy, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         proxy.url,
         **{**short_redelivery(VISIBILITY, SOFT, HARD), "APPORTION_UNACKED_RESTORE_INTERVAL": "3"},
     )
-    w = Worker(
-        env=env,
-        logfile=tmp_path_factory.mktemp("worker") / "worker.log",
-        queues="partition,launch,events",
-    )
-    w.start()
-    try:
+    log = tmp_path_factory.mktemp("worker") / "worker.log"
+    with running_worker(env, log, queues="partition,launch,events") as w:
         yield w
-    finally:
-        w.stop()
 
 
 @pytest.fixture(scope="module")

@@ -917,10 +917,14 @@ class Channel(kombu_redis.Channel):
         # it may run twice, which the once-per-job_id answer makes harmless.
         log.warning("message %s from %s was put back on its queue while taken", tag, source)
 
-    def _bury_taken(self, source: str, taking: str, item: bytes, verdict: Bury) -> None:
+    def _bury(
+        self, item: str | bytes, queue: str, verdict: Bury, taking: str | None = None
+    ) -> None:
+        """Dead-letter ``item`` with what the gate read of it (``taking``: and drop it
+        from that taking list in the same step)."""
         self.dead_letters.bury(
             item,
-            queue=source,
+            queue=queue,
             reason=verdict.reason,
             detail=verdict.detail,
             tag=verdict.tag,
@@ -928,6 +932,9 @@ class Channel(kombu_redis.Channel):
             task_id=verdict.task_id,
             taking=taking,
         )
+
+    def _bury_taken(self, source: str, taking: str, item: bytes, verdict: Bury) -> None:
+        self._bury(item, source, verdict, taking)
         log.warning(
             "a message from queue %s was dead-lettered (%s): %s",
             source,
@@ -964,15 +971,7 @@ class Channel(kombu_redis.Channel):
             self._deliver_checked(verdict, queue, recorded=False)
             return
         try:
-            self.dead_letters.bury(
-                item,
-                queue=dest,
-                reason=verdict.reason,
-                detail=verdict.detail,
-                tag=verdict.tag,
-                task=verdict.task,
-                task_id=verdict.task_id,
-            )
+            self._bury(item, dest, verdict)
         except (*self.connection_errors, StoreUnavailable) as exc:
             UNDELIVERED.keep(item, dest)  # off its queue, only here: fix 2
             if isinstance(exc, StoreUnavailable):  # kombu reconnects on its own errors
