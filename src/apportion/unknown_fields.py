@@ -36,7 +36,7 @@ from typing import Any
 
 from apportion.contracts.envelope import WarningDetail
 from apportion.errors import Problem, Rejected
-from apportion.walk import Frame, Group, breadth_first, depth_first, join
+from apportion.walk import DEEPEST, Frame, Group, breadth_first, depth_first, join
 from apportion.walk.schema import Choice, Map, Names, Object, Ref, Seq, Tagged, compile_model
 
 CODE = "unknown_field"
@@ -331,17 +331,13 @@ def _pick(value: Any, options: tuple[Any, ...]) -> Any:
 # ---- the quick pass: every value at one place of the schema at once ------------------
 
 
-# The edge bounded the job's depth before this pass; this only keeps its loop finite.
-_DEEPEST = 1 << 16
-
-
 def _clean(payload: Any, shape: Any) -> bool:
     """Whether no value of ``payload`` has a field to warn about. The values at one
     place of the schema are looked at together (set unions over all of them, in C)
     instead of one by one with paths: a job of 2,000 pools costs a few hundred
     microseconds, not milliseconds. The walk with paths runs only when this finds
     something."""
-    return breadth_first([(shape, [payload])], _clean_step, _DEEPEST) is True
+    return breadth_first([(shape, [payload])], _clean_step, DEEPEST) is True
 
 
 def _clean_step(node: Any, values: list[Any], inner: list[Group]) -> bool:

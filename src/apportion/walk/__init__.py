@@ -4,8 +4,10 @@ A job's decoded JSON is walked by the worker's gate (workers/broker/gate.py: dep
 value count and reserved objects of the whole message), by the edge
 (:mod:`apportion.edge`: every shape rule below, before pydantic), by the unknown-field
 check (:mod:`apportion.unknown_fields`: keys against the job's schema, with
-did-you-mean) and by the decoder when it must name where a repeated key or an
-over-long integer is. They all go through the two drivers here:
+did-you-mean), by the decoder when it must name where a repeated key or an over-long
+integer is, and, as the data yaql expressions read, by their budget
+(:mod:`apportion.yaql_eval.budget`: the longest collection, the largest number). They
+all go through the two drivers here:
 
 * :func:`breadth_first` — level by level, values that sit at the same place grouped
   together, no paths built: the cheap "is anything wrong at all?" pass. A step sees a
@@ -49,6 +51,10 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 # kombu's JSON decoder turns {"__type__": ..., "__value__": ...} into Python objects
 # (datetime, Decimal, UUID, bytes) or raises on unknown types: never in a job or answer.
+# The depth bound for a walk of data the edge has bounded already (a decoded job, data
+# derived from one): it only keeps the walk's loop finite.
+DEEPEST = 1 << 16
+
 RESERVED_KEYS = frozenset(("__type__", "__value__"))
 RESERVED_MESSAGE = (
     "an object made of exactly __type__ and __value__ is reserved by the message codec; "
@@ -411,6 +417,7 @@ def _string_problem(text: str, path: str, max_string: int, what: str) -> ShapePr
 
 
 __all__ = [
+    "DEEPEST",
     "INT_MAX",
     "INT_MIN",
     "RESERVED_KEYS",

@@ -33,6 +33,7 @@ from typing import Any
 
 from yaql.language import expressions
 
+from apportion import walk
 from apportion.yaql_eval.direct import direct_only
 from apportion.yaql_eval.parse import MAX_DEPTH
 
@@ -73,31 +74,45 @@ class DataShape:
 
 
 def shape_of(data: Any) -> DataShape:
-    """One iterative pass over JSON data (no recursion, whatever the nesting).
+    """The longest collection and the numbers of JSON data, by the one walk of JSON data
+    (:func:`apportion.walk.breadth_first`: no recursion, whatever the nesting).
 
     A container met again (the same object: the selection module's account documents
-    share one ``now``) adds nothing new and is not walked twice.
+    share one ``now``) adds nothing new and is not walked twice. Data nested deeper than
+    the walk goes is not proven cheap (the edge bounded the job's depth long before).
     """
     if not isinstance(data, dict | list):
         return DataShape(0, not _big(data))
-    longest, small, stack, seen = 0, True, [data], set()
-    while stack:
-        container = stack.pop()
-        if id(container) in seen:
-            continue
-        seen.add(id(container))
-        longest = max(longest, len(container))
-        for value in container.values() if isinstance(container, dict) else container:
-            if isinstance(value, dict | list):
-                stack.append(value)
-            elif (
-                small
-                and isinstance(value, int | float)
-                and not isinstance(value, bool)
-                and not abs(value) < _SMALL
-            ):
-                small = False
-    return DataShape(longest, small)
+    tally = _Tally()
+    whole = walk.breadth_first([(None, [data])], tally.step, walk.DEEPEST)
+    return DataShape(tally.longest, tally.small and whole is True)
+
+
+class _Tally:
+    """What :func:`shape_of` carries from level to level of the walk."""
+
+    __slots__ = ("longest", "seen", "small")
+
+    def __init__(self) -> None:
+        self.longest = 0
+        self.small = True
+        self.seen: set[int] = set()
+
+    def step(self, _: Any, level: list[Any], inner: list[walk.Group]) -> bool:
+        seen, containers = self.seen, []
+        for container in level:
+            if id(container) in seen:
+                continue
+            seen.add(id(container))
+            self.longest = max(self.longest, len(container))
+            for value in container.values() if isinstance(container, dict) else container:
+                if isinstance(value, dict | list):
+                    containers.append(value)
+                elif self.small and _big(value):
+                    self.small = False
+        if containers:
+            inner.append((None, containers))
+        return True
 
 
 def _big(value: Any) -> bool:

@@ -17,7 +17,9 @@ from apportion import yaql_eval
 from apportion.limits import Limits
 from apportion.yaql_eval import budget, child, direct, parse, records
 
-LIMITS = Limits(yaql_timeout_seconds=1.0)
+# The child's deadline is generous: these tests compare values and failures, and a forked
+# child on a machine busy with a second test run took more than a second to answer.
+LIMITS = Limits(yaql_timeout_seconds=30.0)
 DISKS = [
     {"id": f"sd{chr(97 + i)}", "size": 100 + i, "type": "ssd" if i % 3 else "hdd"}
     for i in range(24)
