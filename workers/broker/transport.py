@@ -97,7 +97,11 @@ under a busy worker, workers killed) show them end to end.
    backoff; an item already taken whose record or burial is refused goes back on its
    queue, even out of memory (the restore and undo scripts below), and is taken again
    after the same backoff: a message Redis refused to dead-letter or quarantine is
-   buried within seconds of Redis accepting writes again. Celery's
+   buried within seconds of Redis accepting writes again. While the worker's
+   reachability watch (workers/redis/reachability.py) finds Redis unreachable, the
+   transport's timers, kombu's unacked sweep and binding refresh, and acknowledgements
+   send nothing: each would hold the event loop (which fires the time limits) for a
+   reply timeout; they resume when the watch hears Redis again. Celery's
    ``broker_channel_error_retry`` (config/celeryconfig.py) reconnects on any refusal
    that still escapes.
 
@@ -137,6 +141,7 @@ from apportion.workers.broker.gate import Bury, Deliver, GateRules, inspect
 from apportion.workers.redis.client import is_outage
 from apportion.workers.redis.direct import DirectScripts, LuaScript
 from apportion.workers.redis.keys import Keys
+from apportion.workers.redis.reachability import unreachable
 
 log = logging.getLogger("apportion.transport")
 
@@ -478,6 +483,8 @@ class QoS(kombu_redis.QoS):
         kombu's bookkeeping; when Redis refuses or cannot be reached, keep it for
         :meth:`retry_refused`."""
         try:
+            if unreachable():  # it would hold the event loop for a reply timeout
+                raise redis.ConnectionError("the reachability watch finds Redis unreachable")
             self._end_in_redis(delivery_tag, requeue=requeue, clear_count=clear_count)
         except (*self.channel.connection_errors, redis.ResponseError) as exc:
             if isinstance(exc, redis.ResponseError) and not refused(exc):
@@ -553,6 +560,8 @@ class QoS(kombu_redis.QoS):
         channel.scripts.run(channel.pool, _FORGET, keys, [delivery_tag])
 
     def restore_visible(self, *args: Any, **kwargs: Any) -> Any:
+        if unreachable():
+            return None  # see _retry_refused: the next sweep after Redis answers again
         # The sweep takes a lock (a SET, refused under OOM): Redis refusing ends this
         # sweep, the next one tries again.
         try:
@@ -729,6 +738,8 @@ class Channel(kombu_redis.Channel):
             return super()._connparams(asynchronous=asynchronous)
 
     def maybe_refresh_binding_expiry(self) -> None:
+        if unreachable():
+            return  # see _retry_refused; bindings outlive an outage by their TTL's slack
         # kombu retries it every second and logs each refusal with its traceback.
         try:
             super().maybe_refresh_binding_expiry()
@@ -1188,6 +1199,12 @@ class Channel(kombu_redis.Channel):
 
 
 def _retry_refused() -> None:
+    if unreachable():
+        # Every call here runs on the worker's event loop, which also fires the time
+        # limits: with Redis unreachable each would wait out a reply timeout and hold
+        # the loop for it. The reachability watch (its own thread) says when Redis
+        # answers again; until then nothing here could succeed.
+        return
     for qos in list(_REFUSING):
         try:
             qos.retry_refused()
