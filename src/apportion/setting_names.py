@@ -36,6 +36,7 @@ READ_ELSEWHERE: dict[str, str] = {
     "APPORTION_GOLDEN_RECORD": "tests: record every job an engine answers (tests/support)",
     "APPORTION_TEST_SLOW_SOLVE": "tests: the fault-injection worker's slow engine",
     "APPORTION_TEST_SLOW_STORE": "tests: the fault-injection worker's slow store",
+    "APPORTION_TEST_LOOP_WATCH": "tests: the fault-injection worker logs its loop's stalls",
 }
 
 

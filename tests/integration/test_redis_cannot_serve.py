@@ -20,6 +20,7 @@ from apportion.workers.broker.transport import (
     _MOVE_OUT_OF_MEMORY,
     _RESTORE,
     _SETTLE_OUT_OF_MEMORY,
+    _UNDO_RECORD,
 )
 from apportion.workers.history.failure_store import FailureStore
 from apportion.workers.redis.client import make_redis
@@ -160,6 +161,44 @@ def test_a_taken_item_is_recorded_or_put_back_even_out_of_memory(server: RedisSe
     # Back at the consuming end, next to be taken.
     assert admin.lrange("partition", 0, -1) == [items[3], items[1]]
     assert admin.llen(other) == 0
+
+
+def test_a_record_replayed_counts_once_and_is_undone_even_out_of_memory(
+    server: RedisServer,
+) -> None:
+    # A take's record whose reply was lost is sent again (a retry) or undone (the worker
+    # reconnected): either must leave the delivery counted once or not at all, and the
+    # undo must put the message back even past maxmemory (it grows the queue).
+    admin = server.client()
+    keys = Keys()
+    taking, count = keys.taking("t0", "partition"), keys.delivery_count("tag-0")
+    item = json.dumps({"n": 0, "pad": "x" * 1000}).encode()
+    admin.lpush(taking, item)
+    fill_up(admin)
+    admin.config_set("maxmemory", int(admin.info("memory")["used_memory"]) // 2)
+    pool = admin.connection_pool
+    settle_keys = [taking, "unacked_index", "unacked", count]
+    settle_args = [1733600000.123456, "tag-0", '""', '"partition"', 60]
+    undo_keys = ["unacked_index", "unacked", count, "partition"]
+
+    scripts = DirectScripts()
+    try:
+        first = scripts.run(pool, _SETTLE_OUT_OF_MEMORY, settle_keys, settle_args)
+        replayed = scripts.run(pool, _SETTLE_OUT_OF_MEMORY, settle_keys, settle_args)
+        other_take = scripts.run(pool, _UNDO_RECORD, undo_keys, ["tag-0", 1733600000.5, item])
+        undone = scripts.run(pool, _UNDO_RECORD, undo_keys, ["tag-0", settle_args[0], item])
+        again = scripts.run(pool, _UNDO_RECORD, undo_keys, ["tag-0", settle_args[0], item])
+    finally:
+        scripts.close()
+
+    assert first == [1, 0, 1]
+    assert replayed == [1, 0, 1]  # its own record found by its stamp: not counted twice
+    assert other_take == 0  # a record of another take (another stamp) is left alone
+    assert (undone, again) == (1, 0)
+    assert admin.lrange("partition", 0, -1) == [item]
+    assert admin.hlen("unacked") == 0
+    assert admin.zcard("unacked_index") == 0
+    assert admin.get(count) is None
 
 
 def test_a_transaction_redis_refuses_raises_the_refusal_and_runs_nothing(

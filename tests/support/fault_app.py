@@ -9,17 +9,21 @@ Everything is the production configuration (apportion.workers.app.create_app); o
   it is solved (a job longer than its time limit);
 * ``APPORTION_TEST_SLOW_STORE=S``: a pool child sleeps S seconds before it stores a
   SUCCESS in the result backend, after the job's event is published (a slow Redis at
-  the worst moment for a time limit).
+  the worst moment for a time limit);
+* ``APPORTION_TEST_LOOP_WATCH=1``: the main process's event loop logs ``the event loop
+  was held for S s`` whenever it went more than :data:`LOOP_HELD` seconds without a
+  turn (it fires the time limits: held, they fire late).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import time
 from typing import Any
 
-from celery import states
+from celery import bootsteps, states
 from celery.backends.base import BaseKeyValueStoreBackend
 
 from apportion.tasks import jobs
@@ -62,3 +66,29 @@ if _SLOW_STORE:
         return _store(self, task_id, result, state, *a, **kw)
 
     BaseKeyValueStoreBackend._store_result = _slow_store  # type: ignore[method-assign]
+
+
+LOOP_HELD = 1.0
+
+
+class _LoopWatch(bootsteps.StartStopStep):  # type: ignore[misc]  # celery is untyped
+    requires = ("celery.worker.components:Hub",)
+
+    def start(self, worker: Any) -> None:
+        hub = getattr(worker, "hub", None)
+        if hub is None:
+            return
+        log = logging.getLogger("apportion.test")
+        last = [time.monotonic()]
+
+        def turn() -> None:
+            now = time.monotonic()
+            if now - last[0] > LOOP_HELD:
+                log.warning("the event loop was held for %.1f s", now - last[0])
+            last[0] = now
+
+        hub.call_repeatedly(0.1, turn)
+
+
+if os.environ.get("APPORTION_TEST_LOOP_WATCH"):
+    app.steps["worker"].add(_LoopWatch)

@@ -8,6 +8,8 @@ test breaks the network between them the ways real networks break.
     proxy.reset_all()              # every open connection is reset (RST)
     proxy.latency = 0.2            # each chunk forwarded 200 ms late, each way
     proxy.blackhole = True         # nothing is forwarded on any connection, old or new
+    proxy.lose_reply_to(b"EXEC")   # the next chunk sent with EXEC in it reaches Redis,
+                                   # then its connection freezes: the reply is lost
     proxy.stop()
 
 A frozen connection stops forwarding in both directions without closing either side
@@ -65,6 +67,9 @@ class TcpProxy:
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
         self._wake: asyncio.Event | None = None
+        # lose_reply_to's patterns while armed, and how many replies it lost.
+        self._lose_reply_to: tuple[bytes, ...] = ()
+        self.replies_lost = 0
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
@@ -157,6 +162,13 @@ class TcpProxy:
 
         return self._call(count())
 
+    def lose_reply_to(self, *patterns: bytes) -> None:
+        """Once: the next chunk a client sends that contains every one of ``patterns``
+        reaches Redis, and its connection is then frozen (as :meth:`freeze_open`), so
+        Redis runs what it carried and the reply never arrives: a connection that died
+        after Redis ran a command. Other connections, and new ones, pass."""
+        self._lose_reply_to = patterns
+
     def set_blackhole(self, on: bool) -> None:
         self.blackhole = on
         if not on and self._loop is not None:
@@ -181,7 +193,11 @@ class TcpProxy:
                 await asyncio.wait_for(self._wake.wait(), 0.05)
 
     async def _pump(
-        self, pair: _Pair, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        pair: _Pair,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        to_upstream: bool = False,
     ) -> None:
         try:
             while True:
@@ -192,6 +208,12 @@ class TcpProxy:
                 if self.latency:
                     await asyncio.sleep(self.latency)
                 await self._held(pair)
+                patterns = self._lose_reply_to
+                if to_upstream and patterns and all(p in data for p in patterns):
+                    # Frozen before the chunk goes: the other direction holds the reply.
+                    self._lose_reply_to = ()
+                    self.replies_lost += 1
+                    pair.frozen = True
                 writer.write(data)
                 await writer.drain()
         except (OSError, asyncio.CancelledError):
@@ -210,7 +232,7 @@ class TcpProxy:
         pair = _Pair(writer, up_writer)
         self._pairs.add(pair)
         pair.tasks = [
-            asyncio.ensure_future(self._pump(pair, reader, up_writer)),
+            asyncio.ensure_future(self._pump(pair, reader, up_writer, to_upstream=True)),
             asyncio.ensure_future(self._pump(pair, up_reader, writer)),
         ]
 

@@ -42,7 +42,11 @@ under a busy worker, workers killed) show them end to end.
    message from the taking list and writes it into ``unacked`` (hash and index, as
    kombu's QoS.append writes them) with its delivery count: a kill at any moment leaves
    every message queued, in a taking list, or unacknowledged, and the liveness score or
-   the visibility timeout restores it. Redis moves bytes only: the worker's main
+   the visibility timeout restores it. A record whose reply was lost (it may have run)
+   is undone as soon as the worker reaches Redis again: the message goes back on its
+   queue and its count down by one, unless the record is no longer that take's (its
+   score in the unacked index is the take's stamp), so a delivery that never happened
+   is never counted. Redis moves bytes only: the worker's main
    process reads the message (the gate, fix 5), and no Lua script ever holds one (a
    big string in Lua costs Redis milliseconds). While messages wait, every turn of the
    event loop moves them without blocking; only when every queue is empty does the
@@ -90,9 +94,16 @@ under a busy worker, workers killed) show them end to end.
    meanwhile) and is tried again every second or so with a
    backoff up to 5 s, so a requeued job runs again within seconds of Redis accepting
    writes, not after the visibility timeout; a refused take waits with the same
-   backoff; an item already taken whose record is refused goes back on its queue, even
-   out of memory (the restore script below). Celery's ``broker_channel_error_retry``
-   (config/celeryconfig.py) reconnects on any refusal that still escapes.
+   backoff; an item already taken whose record or burial is refused goes back on its
+   queue, even out of memory (the restore and undo scripts below), and is taken again
+   after the same backoff: a message Redis refused to dead-letter or quarantine is
+   buried within seconds of Redis accepting writes again. While the worker's
+   reachability watch (workers/redis/reachability.py) finds Redis unreachable, the
+   transport's timers, kombu's unacked sweep and binding refresh, and acknowledgements
+   send nothing: each would hold the event loop (which fires the time limits) for a
+   reply timeout; they resume when the watch hears Redis again. Celery's
+   ``broker_channel_error_retry`` (config/celeryconfig.py) reconnects on any refusal
+   that still escapes.
 
 Tasks trust what the gate writes into a message (its verdict header), so every broker
 scheme the settings accept has a gated transport here: :class:`Transport` for
@@ -130,6 +141,7 @@ from apportion.workers.broker.gate import Bury, Deliver, GateRules, inspect
 from apportion.workers.redis.client import is_outage
 from apportion.workers.redis.direct import DirectScripts, LuaScript
 from apportion.workers.redis.keys import Keys
+from apportion.workers.redis.reachability import unreachable
 
 log = logging.getLogger("apportion.transport")
 
@@ -279,10 +291,16 @@ local item = redis.call('LMOVE', KEYS[2], KEYS[3], 'RIGHT', 'LEFT')
 if item then redis.call('ZADD', KEYS[1], ARGV[1], KEYS[3]) end
 return item
 """)
-# KEYS: taking list, unacked index, unacked, delivery-count key. ARGV: now, tag, the
-# exchange and routing key (JSON strings), the count's TTL. Returns {held, items left
-# in the taking list, delivery count}; nothing is recorded when the item was not held.
+# KEYS: taking list, unacked index, unacked, delivery-count key. ARGV: now (the take's
+# stamp), tag, the exchange and routing key (JSON strings), the count's TTL. Returns
+# {held, items left in the taking list, delivery count}; nothing is recorded when the
+# item was not held. A replay of the same take (its reply lost, the script sent again)
+# finds its own record by the stamp and counts nothing twice.
 _SETTLE_OUT_OF_MEMORY = LuaScript("""
+local stamp = redis.call('ZSCORE', KEYS[2], ARGV[2])
+if stamp and tonumber(stamp) == tonumber(ARGV[1]) then
+  return {1, redis.call('LLEN', KEYS[1]), tonumber(redis.call('GET', KEYS[4]) or '0')}
+end
 local item = redis.call('LPOP', KEYS[1])
 local left = redis.call('LLEN', KEYS[1])
 if not item then return {0, left, 0} end
@@ -291,6 +309,23 @@ redis.call('EXPIRE', KEYS[4], ARGV[5])
 redis.call('ZADD', KEYS[2], ARGV[1], ARGV[2])
 redis.call('HSET', KEYS[3], ARGV[2], '[' .. item .. ', ' .. ARGV[3] .. ', ' .. ARGV[4] .. ']')
 return {1, left, n}
+""")
+
+# A take's record undone: the item goes back on its queue, out of ``unacked``, and its
+# delivery count as it was before the take, but only if the record is still the take's
+# own (its index score is the take's stamp). For a record whose reply was lost (it may
+# or may not have run) or whose quarantine Redis refused: the take delivered nothing,
+# so it must not count. Starts with a write that grows nothing (see _RESTORE).
+# KEYS: unacked index, unacked, delivery-count key, queue list. ARGV: tag, stamp, item.
+# Returns 1 when undone, 0 when there was nothing of the take's to undo.
+_UNDO_RECORD = LuaScript("""
+local stamp = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not stamp or tonumber(stamp) ~= tonumber(ARGV[2]) then return 0 end
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+if redis.call('DECR', KEYS[3]) <= 0 then redis.call('DEL', KEYS[3]) end
+redis.call('RPUSH', KEYS[4], ARGV[3])
+return 1
 """)
 
 # The end of a delivery (an ack, or a reject without requeue): the message leaves
@@ -448,6 +483,8 @@ class QoS(kombu_redis.QoS):
         kombu's bookkeeping; when Redis refuses or cannot be reached, keep it for
         :meth:`retry_refused`."""
         try:
+            if unreachable():  # it would hold the event loop for a reply timeout
+                raise redis.ConnectionError("the reachability watch finds Redis unreachable")
             self._end_in_redis(delivery_tag, requeue=requeue, clear_count=clear_count)
         except (*self.channel.connection_errors, redis.ResponseError) as exc:
             if isinstance(exc, redis.ResponseError) and not refused(exc):
@@ -523,6 +560,8 @@ class QoS(kombu_redis.QoS):
         channel.scripts.run(channel.pool, _FORGET, keys, [delivery_tag])
 
     def restore_visible(self, *args: Any, **kwargs: Any) -> Any:
+        if unreachable():
+            return None  # see _retry_refused: the next sweep after Redis answers again
         # The sweep takes a lock (a SET, refused under OOM): Redis refusing ends this
         # sweep, the next one tries again.
         try:
@@ -571,6 +610,23 @@ _TAKERS: weakref.WeakSet[Channel] = weakref.WeakSet()
 _ABANDONED: list[str] = []
 # When this process last looked for taking lists of dead workers (Channel.keep_taking).
 _REAPED_AT = [monotonic()]
+
+
+@dataclass(frozen=True, slots=True)
+class _Undo:
+    """A take's record to undo (:data:`_UNDO_RECORD`) once Redis is reached: one whose
+    reply was lost (it may have run), or whose quarantine Redis refused. The take
+    delivered nothing, so the message goes back on its queue uncounted."""
+
+    keys: tuple[str, str, str, str]  # unacked index, unacked, delivery count, queue list
+    tag: str
+    stamp: float  # the record's score in the unacked index: which take wrote it
+    item: bytes
+
+
+# Records to undo (Channel._restore_abandoned), shared like _ABANDONED: the channel
+# that took the message is usually closed by the time Redis is reached again.
+_UNDO: list[_Undo] = []
 
 
 class Message(virtual.Message):
@@ -624,7 +680,7 @@ class Channel(kombu_redis.Channel):
 
     def _close_clients(self) -> None:
         try:
-            if self._lists or _ABANDONED:
+            if self._lists or _ABANDONED or _UNDO:
                 # What this channel may hold goes back now, not after the takers' TTL.
                 self._abandon()
                 with suppress(*self.connection_errors, redis.ResponseError):
@@ -682,6 +738,8 @@ class Channel(kombu_redis.Channel):
             return super()._connparams(asynchronous=asynchronous)
 
     def maybe_refresh_binding_expiry(self) -> None:
+        if unreachable():
+            return  # see _retry_refused; bindings outlive an outage by their TTL's slack
         # kombu retries it every second and logs each refusal with its traceback.
         try:
             super().maybe_refresh_binding_expiry()
@@ -761,9 +819,21 @@ class Channel(kombu_redis.Channel):
         self._alive_at = 0.0
 
     def _restore_abandoned(self) -> None:
+        """Put back on their queues the taking lists this process gave up and the
+        messages whose records it undoes (:data:`_UNDO`)."""
         while _ABANDONED:
             self.restore_taking(_ABANDONED[-1], forget=False)
             _ABANDONED.pop()
+        while _UNDO:
+            undo = _UNDO[-1]
+            keys, args = list(undo.keys), [undo.tag, undo.stamp, undo.item]
+            if self.scripts.run(self.pool, _UNDO_RECORD, keys, args):
+                log.warning(
+                    "message %s is back on queue %s, uncounted: its take delivered nothing",
+                    undo.tag,
+                    undo.keys[3],
+                )
+            _UNDO.pop()
 
     def restore_taking(self, taking: str, *, forget: bool) -> int:
         """Put taking list ``taking`` back on its queue (``forget``: and stop watching it)."""
@@ -789,7 +859,7 @@ class Channel(kombu_redis.Channel):
             with self.conn_or_acquire() as client:
                 client.zadd(self.gate.keys.takers, dict.fromkeys(self._lists, now))
             self._alive_at = now
-        if _ABANDONED:
+        if _ABANDONED or _UNDO:
             self._restore_abandoned()
         if self._uses_kombus_take() or monotonic() - _REAPED_AT[0] < _REAP_SECONDS:
             return
@@ -869,41 +939,62 @@ class Channel(kombu_redis.Channel):
         # item byte for byte as it was queued.
         exchange, routing_key = dumps(info["exchange"]), dumps(info["routing_key"])
         record = b"".join((b"[", item, f", {exchange}, {routing_key}]".encode()))
+        # The record's score in the unacked index names this take: what undoes the
+        # record (_UNDO_RECORD) or replays it (_SETTLE_OUT_OF_MEMORY) checks it.
+        stamp = time()
+        undo = _Undo((self.unacked_index_key, self.unacked_key, count, source), tag, stamp, item)
         commands: list[tuple[Any, ...]] = [
             ("LLEN", taking),
             ("LTRIM", taking, 1, -1),
             ("LLEN", taking),
             ("HSET", self.unacked_key, tag, record),
-            ("ZADD", self.unacked_index_key, time(), tag),
+            ("ZADD", self.unacked_index_key, stamp, tag),
             ("INCR", count),
             ("EXPIRE", count, self.gate.count_ttl),
         ]
         try:
-            held, _, left, _, _, delivered, _ = self.scripts.transaction(self.pool, commands)
-        except redis.ResponseError as exc:
-            if not refused(exc):
-                raise
-            keys = [taking, self.unacked_index_key, self.unacked_key, count]
-            args = [time(), tag, exchange, routing_key, self.gate.count_ttl]
-            held, left, delivered = self.scripts.run(self.pool, _SETTLE_OUT_OF_MEMORY, keys, args)
-            if not held:  # nothing recorded: whoever put it back runs it
-                self._not_held(tag, source, left)
-                return False
+            try:
+                held, _, left, _, _, delivered, _ = self.scripts.transaction(self.pool, commands)
+            except redis.ResponseError as exc:
+                if not refused(exc):
+                    raise
+                keys = [taking, self.unacked_index_key, self.unacked_key, count]
+                args = [stamp, tag, exchange, routing_key, self.gate.count_ttl]
+                held, left, delivered = self.scripts.run(
+                    self.pool, _SETTLE_OUT_OF_MEMORY, keys, args
+                )
+                if not held:  # nothing recorded: whoever put it back runs it
+                    self._not_held(tag, source, left)
+                    return False
+        except self.connection_errors:
+            # The reply is lost, not necessarily the record: if it ran, the message is
+            # in ``unacked`` and counted for a delivery that never happened, and would
+            # wait there for the visibility timeout. Undone once Redis is reached.
+            _UNDO.append(undo)
+            raise
         if left or not held:
             self._not_held(tag, source, left)
         if delivered <= self.gate.quarantine_after:
             return True
-        self.dead_letters.bury(
-            item,
-            queue=source,
-            reason="quarantined",
-            detail=f"handed to workers {delivered - 1} times without an answer, each time "
-            "its worker died (raise APPORTION_QUARANTINE_AFTER to allow more)",
-            tag=tag,
-            task=headers["task"],
-            task_id=headers["id"],
-            unacked=(self.unacked_key, self.unacked_index_key),
-        )
+        try:
+            self.dead_letters.bury(
+                item,
+                queue=source,
+                reason="quarantined",
+                detail=f"handed to workers {delivered - 1} times without an answer, each "
+                "time its worker died (raise APPORTION_QUARANTINE_AFTER to allow more)",
+                tag=tag,
+                task=headers["task"],
+                task_id=headers["id"],
+                unacked=(self.unacked_key, self.unacked_index_key),
+            )
+        except (*self.connection_errors, StoreUnavailable):
+            # Refused (out of memory) or lost: the message would stay in ``unacked``
+            # until the visibility timeout. Undone instead (nothing, if the burial ran):
+            # back on its queue, taken again after the refusal's backoff and quarantined
+            # as soon as Redis takes the write.
+            _UNDO.append(undo)
+            raise
         log.error("message %s from %s quarantined", headers["id"], source)
         return False
 
@@ -1015,18 +1106,27 @@ class Channel(kombu_redis.Channel):
             found = self.move_to_taking(
                 [self._q_for_pri(q, pri) for pri in self.priority_steps for q in queues]
             )
-            if self._refusing.succeeded():
-                log.warning("Redis hands out messages again")
             if found is None:
+                self._hands_out_again()
                 self._block(queues, timeout)
                 return
             if self._take(*found):
                 budget -= 1
+            elif self._refusing.waiting():
+                # Redis refused to record or dead-letter it: it goes back on its queue,
+                # and the next take waits out the backoff (a move that works is no sign
+                # that the write after it will).
+                return
             else:
                 buried += 1
                 if buried >= _BURY_PER_TICK:
                     break
+            self._hands_out_again()
             self.connection.wake_event_loop()  # fix 4
+
+    def _hands_out_again(self) -> None:
+        if self._refusing.succeeded():
+            log.warning("Redis hands out messages again")
 
     def _block(self, queues: list[str], timeout: Any) -> None:
         """Wait in BLMOVE for the next item of the first of ``queues`` (its default
@@ -1099,6 +1199,12 @@ class Channel(kombu_redis.Channel):
 
 
 def _retry_refused() -> None:
+    if unreachable():
+        # Every call here runs on the worker's event loop, which also fires the time
+        # limits: with Redis unreachable each would wait out a reply timeout and hold
+        # the loop for it. The reachability watch (its own thread) says when Redis
+        # answers again; until then nothing here could succeed.
+        return
     for qos in list(_REFUSING):
         try:
             qos.retry_refused()
