@@ -24,6 +24,9 @@ What orjson does differently, and how each difference is excluded:
 The same passes give :class:`Bounds` on the shape of everything in the document (nesting,
 values, string length), which let :func:`apportion.edge.shape_problem`'s walk be skipped
 when they show that no limit of the walk's :class:`apportion.walk.Rules` can be broken.
+The rules stay the walk's (:meth:`~apportion.walk.Rules.admits` judges the bounds); the
+bounds are byte counts, and walking every value of a big job instead costs it more than
+the decode itself (bench/placement.md, "One walk").
 """
 
 from __future__ import annotations
