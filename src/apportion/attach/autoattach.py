@@ -38,7 +38,7 @@ from apportion.attach.groups import Attached, GroupWork, Member, build_groups
 from apportion.attach.inputs import AttachInput
 from apportion.attach.needs import Needs, needs_of, products_to_cover
 from apportion.attach.offers import GroupKey, PoolOffers, read_offers
-from apportion.attach.pools import PoolCheck, PoolView, at_or_now, view_pool
+from apportion.attach.pools import PoolFilters, PoolView, at_or_now, view_pool
 from apportion.attach.priority import PROFILES, Scorer
 from apportion.attach.ranking import Pick
 from apportion.attach.select import select
@@ -95,7 +95,7 @@ def _members(
     consumer, profile = inp.consumer, inp.profile
     attached_ids = frozenset(e.view.id for e in inp.entitlements if e.active(inp.at))
     partial = {("stack", sid) for sid in inp.compliance.partial_stacks}
-    pool_check = PoolCheck(
+    filters = PoolFilters(
         consumer,
         at=inp.at,
         host_uuid=inp.host_uuid,
@@ -103,10 +103,10 @@ def _members(
         below_multiplier=profile.drops_pools_below_instance_multiplier,
         plain=None if inp.columns is None else inp.columns.plain,
     )
-    check, check_model = pool_check.check, pool_check.check_model
+    check, check_model = filters.check, filters.check_model
     if inp.columns is not None:
         # heal_org: its pools are the columns' views (AttachInput.columns).
-        check = pool_check.check_live
+        check = filters.check_live
     dropped: list[dict[str, str]] = []
     valid: list[tuple[Pool | PoolView, int, int]] = []
     still: set[GroupKey] = set()

@@ -539,10 +539,10 @@ def _model_size_drop(written: tuple[str | None, ...], consumer: ConsumerProfile)
     return _size_drop(sizes, vcpu, consumer)
 
 
-_UNREAD = Drop("", "")  # a sentinel: not in PoolCheck._size_drops yet
+_UNREAD = Drop("", "")  # a sentinel: not in PoolFilters._size_drops yet
 
 
-class PoolCheck:
+class PoolFilters:
     """:func:`currently_available` and :func:`drop_reason` with one consumer and one run's
     arguments bound: the candlepin-* jobs put a thousand pools or more through them, so the
     common path (dates in range, no rare attribute, a limited quantity) is read inline

@@ -26,7 +26,7 @@ from apportion.attach.groups import build_groups
 from apportion.attach.inputs import AttachInput
 from apportion.attach.offers import read_offers
 from apportion.attach.pools import (
-    PoolCheck,
+    PoolFilters,
     PoolView,
     currently_available,
     drop_reason,
@@ -121,13 +121,13 @@ def _attach_input(payload: dict[str, Any]) -> AttachInput:
     st.booleans(),
     st.data(),
 )
-def test_a_pool_check_from_the_view_or_the_model_gives_what_the_plain_functions_give(
+def test_the_pool_filters_from_the_view_or_the_model_give_what_the_plain_functions_give(
     payload: dict[str, Any], at: datetime, below_multiplier: bool, data: st.DataObject
 ) -> None:
     inp = _attach_input(payload)
     views = [view_pool(pool, i) for i, pool in enumerate(inp.pools)]
     attached = frozenset(data.draw(st.lists(st.sampled_from([v.id for v in views]))))
-    check = PoolCheck(
+    check = PoolFilters(
         inp.consumer,
         at=at,
         host_uuid=inp.host_uuid,
@@ -370,7 +370,7 @@ def test_pools_that_write_the_same_sizes_are_filtered_as_each_pool_read_alone(
     # filters once per combination of sizes as written, so pools share its answers.
     job: AutoAttachJob = checked("auto_attach", {"consumer": {"uuid": "c", "facts": facts}})
     consumer = consumer_profile(job.consumer)
-    check = PoolCheck(
+    check = PoolFilters(
         consumer, at=NOW, host_uuid=None, attached_pool_ids=frozenset(), below_multiplier=False
     )
     for i, attrs in enumerate(sizes):
