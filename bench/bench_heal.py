@@ -2,7 +2,7 @@
 against 500 single auto_attach jobs, in one run.
 
 Run: ``.venv/bin/python bench/bench_heal.py [--candlepin PATH] [--rounds K]
-[--consumers N] [--rules R] [--profile] [--export FILE]``
+[--consumers N] [--rules R] [--before GIT_REF] [--profile] [--export FILE]``
 
 The estate is generated from a fixed seed: bench_attach.py's 2,000 pools (1,000 in 200
 stacks of 5, 1,000 single; sizes, arch, syspurpose, quantities, dates as there) over a
@@ -24,8 +24,10 @@ and a service level, one in ten holding one entitlement of a stack already.
   scaled to 500.
 
 apportion's two figures alternate round by round (``--rounds``); CPU is user + system of
-the ``apportion solve`` process. ``--profile`` runs the heal once in process under
-pyinstrument instead.
+the ``apportion solve`` process. With ``--before REF`` the heal_org job is also measured
+with the code at that git commit (as bench_attach_cli.py does), in the same rounds and
+in alternating order, and the ratio is taken round by round. ``--profile`` runs the heal
+once in process under pyinstrument instead.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from apportion.engine import Context, run  # noqa: E402
 from apportion.limits import Limits  # noqa: E402
 from bench.attach_differential import candlepin_request, rules_file  # noqa: E402
 from bench.bench_attach import make_job  # noqa: E402
+from bench.bench_attach_cli import _unpack  # noqa: E402
 
 PRODUCTS = [f"prod-{i:02d}" for i in range(20)]
 HOSTS = [f"host-{i}" for i in range(10)]
@@ -163,18 +166,36 @@ def rules_loop(job: dict[str, Any], rules_js: str) -> tuple[list[dict[str, int]]
 # ---- apportion --------------------------------------------------------------------------
 
 
-def solve(kind: str, path: Path) -> tuple[float, float]:
-    """Wall and CPU ms of one ``apportion solve`` process."""
+def solve(kind: str, path: Path, pythonpath: str | None = None) -> tuple[float, float]:
+    """Wall and CPU ms of one ``apportion solve`` process (of the code on ``pythonpath``
+    when given)."""
     command = [sys.executable, "-m", "apportion.cli", "solve", kind, str(path)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     # However loaded the machine, the heal must not stop early (heal_seconds).
     env = {**os.environ, "APPORTION_LIMITS__HEAL_SECONDS": "3600"}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env)
     wall = (time.perf_counter() - started) * 1000
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
     return wall, cpu
+
+
+class _Heal:
+    """One tree's heal_org figures: a job's wall and CPU ms, round by round."""
+
+    def __init__(self) -> None:
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+
+    def measure(self, one: Path, two: Path, pythonpath: str | None) -> None:
+        """The file of two copies minus the file of one: a job, without start-up."""
+        w1, c1 = solve("heal_org", one, pythonpath)
+        w2, c2 = solve("heal_org", two, pythonpath)
+        self.wall.append(w2 - w1)
+        self.cpu.append(c2 - c1)
 
 
 def _median(values: list[float]) -> str:
@@ -187,6 +208,7 @@ def main() -> int:
     parser.add_argument("--rules", default="candlepin-5.42")
     parser.add_argument("--consumers", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=3, help="0: rules.js only")
+    parser.add_argument("--before", metavar="GIT_REF", help="the heal_org job at this commit too")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--export", metavar="FILE")
     args = parser.parse_args()
@@ -249,15 +271,15 @@ def main() -> int:
             files[name] = folder / f"{name}.json"
             files[name].write_text(json.dumps(content))
         counted = n - len(chunks)  # each chunk's difference counts one job fewer
-        heal_cpu: list[float] = []
-        heal_wall: list[float] = []
+        trees: dict[str, str | None] = {"now": None}
+        if args.before:
+            trees["before"] = str(_unpack(args.before, folder / "before"))
+        heal = {name: _Heal() for name in trees}
         single_cpu: list[float] = []
         single_wall: list[float] = []
-        for _ in range(args.rounds):
-            w1, c1 = solve("heal_org", files["heal_1"])
-            w2, c2 = solve("heal_org", files["heal_2"])
-            heal_wall.append(w2 - w1)
-            heal_cpu.append(c2 - c1)
+        for r in range(args.rounds):
+            for name in list(trees) if r % 2 == 0 else list(reversed(trees)):
+                heal[name].measure(files["heal_1"], files["heal_2"], trees[name])
             wall = cpu = 0.0
             for k in range(len(chunks)):
                 w1, c1 = solve("auto_attach", files["single_1"])
@@ -267,8 +289,17 @@ def main() -> int:
             single_wall.append(wall * n / counted)
             single_cpu.append(cpu * n / counted)
     load = os.getloadavg()[0]
+    heal_cpu, heal_wall = heal["now"].cpu, heal["now"].wall
     print(f"apportion solve, {args.rounds} rounds, load {load:.1f} (ms):")
     print(f"  heal_org job:      CPU {_median(heal_cpu)}; wall {_median(heal_wall)}")
+    if "before" in heal:
+        then = heal["before"]
+        print(f"  heal_org job ({args.before}): CPU {_median(then.cpu)}; wall {_median(then.wall)}")
+        paired = [a / b for a, b in zip(heal_cpu, then.cpu, strict=True)]
+        print(
+            f"  heal_org now / {args.before}, paired by round (CPU): "
+            f"{statistics.median(paired):.2f} (min {min(paired):.2f}, max {max(paired):.2f})"
+        )
     print(f"  {n} single jobs:  CPU {_median(single_cpu)}; wall {_median(single_wall)}")
     ratios = [s / h for s, h in zip(single_cpu, heal_cpu, strict=True)]
     print(f"  singles / heal_org, paired by round (CPU): {statistics.median(ratios):.1f}×")

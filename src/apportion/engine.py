@@ -120,7 +120,11 @@ def _answer(
     vouched: bool,
     decoded: bool,
 ) -> Any:
-    """Decode, validate and solve: the result as plain data, or a domain error."""
+    """Decode, validate, check and solve: the result as plain data, or a domain error.
+
+    The kind's check runs after the unknown-field check, so that a strict job with an
+    unknown field is refused for that field first, whatever else is wrong with it.
+    """
     if not decoded and isinstance(payload, str | bytes):
         payload, bounds = edge.load_bounded(payload, ctx.limits)
         vouched = bounds is not None and bounds.vouch(ctx.limits)
@@ -136,8 +140,9 @@ def _answer(
     if found and _strict(job, ctx):
         raise unknown_fields.rejection(found, by_default="strict" not in job.model_fields_set)
     attempt.warnings = found
+    checked = spec.checked(job, ctx.limits)
     solve: Solver = spec.load_solver()
-    answer = solve(job, ctx)
+    answer = solve(checked, ctx)
     # Dumped here, inside the caller's try: a result the engine built from odd input
     # must not escape as an exception either.
     return answer.model_dump(mode="json") if isinstance(answer, BaseModel) else answer

@@ -2,9 +2,9 @@
 
 Modules, in the order the algorithm uses them:
 
-* :mod:`.values` — reading attribute and fact values (and rejecting malformed sizes);
+* :mod:`.values` — reading syspurpose value lists;
 * :mod:`.facts` — the consumer: sizes from facts, guest status, syspurpose;
-* :mod:`.pools` — attribute lookup, pool validation and pre-entitlement filters;
+* :mod:`.pools` — attribute lookup, the pool's read view and pre-entitlement filters;
 * :mod:`.compliance` — coverage of a consumer by stacks, the compliance status;
 * :mod:`.priority` — pool priority in the three rule profiles (and where they differ);
 * :mod:`.needs` — what the consumer still needs, and what counts as satisfied;
@@ -13,9 +13,13 @@ Modules, in the order the algorithm uses them:
 * :mod:`.select` — best groups, with rules.js's tie-breaks and skipping rules
   (:mod:`.select_indexed` follows the same scan for very large selections);
 * :mod:`.explain` — the explanation for support engineers;
-* :mod:`.inputs` — limits and field checks of a job;
+* :mod:`.inputs` — what one run of the rules reads (:class:`~.inputs.AttachInput`);
 * :mod:`.autoattach` / :mod:`.guest` — the two job kinds;
 * :mod:`.heal` — heal_org: auto_attach for every consumer of an organisation in turn.
+
+A job reaches these engines checked: its sizes against the limits, its numbers written
+as text and its fields against each other are checked once at the edge
+(:mod:`apportion.contracts.attach_checks`), and nothing here checks them again.
 
 Pure: no I/O, no clock (the check time is the job's ``at`` or ``ctx.now``).
 """

@@ -27,33 +27,21 @@ from apportion.attach.compliance import (
     ComplianceView,
     CoverageContext,
     Tally,
+    attached_entitlements,
     combine_limits,
     effective_quantity,
+    read_compliance,
 )
 from apportion.attach.explain import RunRecord, explain_attach, offer_text
+from apportion.attach.facts import consumer_profile
 from apportion.attach.groups import Attached, GroupWork, Member, build_groups
-from apportion.attach.inputs import (
-    AttachInput,
-    check_compliance_limit,
-    check_limits,
-    check_pool_list,
-    check_time,
-    read_compliance,
-    read_consumer,
-    read_entitlements,
-    reject_if,
-)
+from apportion.attach.inputs import AttachInput
 from apportion.attach.needs import Needs, needs_of, products_to_cover
 from apportion.attach.offers import GroupKey, PoolOffers, read_offers
-from apportion.attach.pools import (
-    PoolCheck,
-    PoolView,
-    view_pool,
-)
+from apportion.attach.pools import PoolFilters, PoolView, at_or_now, view_pool
 from apportion.attach.priority import PROFILES, Scorer
 from apportion.attach.ranking import Pick
 from apportion.attach.select import select
-from apportion.attach.values import ProblemLog
 from apportion.contracts.attach import AutoAttachJob, AutoAttachResult, Pool
 
 if TYPE_CHECKING:
@@ -107,7 +95,7 @@ def _members(
     consumer, profile = inp.consumer, inp.profile
     attached_ids = frozenset(e.view.id for e in inp.entitlements if e.active(inp.at))
     partial = {("stack", sid) for sid in inp.compliance.partial_stacks}
-    pool_check = PoolCheck(
+    filters = PoolFilters(
         consumer,
         at=inp.at,
         host_uuid=inp.host_uuid,
@@ -115,10 +103,10 @@ def _members(
         below_multiplier=profile.drops_pools_below_instance_multiplier,
         plain=None if inp.columns is None else inp.columns.plain,
     )
-    check, check_model = pool_check.check, pool_check.check_model
+    check, check_model = filters.check, filters.check_model
     if inp.columns is not None:
         # heal_org: its pools are the columns' views (AttachInput.columns).
-        check = pool_check.check_live
+        check = filters.check_live
     dropped: list[dict[str, str]] = []
     valid: list[tuple[Pool | PoolView, int, int]] = []
     still: set[GroupKey] = set()
@@ -307,27 +295,16 @@ def _covers(group: GroupWork, chosen: dict[str, int]) -> bool:
 
 
 def solve_auto_attach(job: AutoAttachJob, ctx: Context) -> AutoAttachResult:
-    """Which pools, and how many of each, to attach to the job's consumer."""
-    limits = ctx.limits
-    check_limits(
-        limits,
-        consumers=[("consumer", job.consumer)],
-        pools=("pools", job.pools),
-        entitlements=[("entitlements", job.entitlements)],
-        products=("products", job.products),
-    )
-    log = ProblemLog.new()
-    consumer = read_consumer(job.consumer, "consumer", log)
-    pools = check_pool_list(job.pools, "pools", log, limits)
-    check_compliance_limit(limits, "compliance", job.compliance)
-    entitlements = read_entitlements(job.entitlements, "entitlements", log)
-    reject_if(log)
-    at = check_time(job.at, ctx.now)
-    compliance = read_compliance(job.compliance, consumer, entitlements, at, "compliance", log)
+    """Which pools, and how many of each, to attach to the job's consumer (the job
+    checked at the edge: :func:`apportion.contracts.attach_checks.check_auto_attach`)."""
+    at = at_or_now(job.at, ctx.now)
+    consumer = consumer_profile(job.consumer)
+    entitlements = attached_entitlements(job.entitlements)
+    compliance = read_compliance(job.compliance, consumer, entitlements, at)
     outcome = run_attach(
         AttachInput(
             consumer=consumer,
-            pools=pools,
+            pools=job.pools,
             products=job.products,
             compliance=compliance,
             entitlements=entitlements,

@@ -105,7 +105,7 @@ class PoolColumns:
         self._classes: dict[tuple[Any, ...], npt.NDArray[np.bool_]] = {}
         self.scoring = ScoreColumns.of(views)
         # Pools whose checks, once live and past the filters of the consumer's class, come
-        # down to the quantity and whether the consumer holds them (PoolCheck.check_live).
+        # down to the quantity and whether the consumer holds them (PoolFilters.check_live).
         self.plain = [
             not v.rare and v.quantity >= 0 and v.instance_multiplier is None for v in views
         ]

@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from apportion.attach.facts import ADDITIVE, ConsumerProfile, Number
-from apportion.attach.pools import PoolView, arch_matches, as_utc
+from apportion.attach.pools import PoolView, arch_matches, as_utc, view_pool
 from apportion.contracts.attach import Compliance, Entitlement
 
 
@@ -314,14 +314,18 @@ class ComplianceView:
         }
 
 
-def attached_entitlement(ent: Entitlement, view: PoolView) -> AttachedEntitlement:
-    return AttachedEntitlement(
-        id=ent.id,
-        view=view,
-        quantity=ent.quantity,
-        start=as_utc(ent.start_date),
-        end=as_utc(ent.end_date),
-    )
+def attached_entitlements(ents: Iterable[Entitlement]) -> list[AttachedEntitlement]:
+    """The job's entitlements, each with its pool read."""
+    return [
+        AttachedEntitlement(
+            id=ent.id,
+            view=view_pool(ent.pool, -1),
+            quantity=ent.quantity,
+            start=as_utc(ent.start_date),
+            end=as_utc(ent.end_date),
+        )
+        for ent in ents
+    ]
 
 
 def _dedupe(groups: Iterable[Iterable[AttachedEntitlement]]) -> tuple[AttachedEntitlement, ...]:
@@ -335,26 +339,32 @@ def _dedupe(groups: Iterable[Iterable[AttachedEntitlement]]) -> tuple[AttachedEn
     return tuple(out)
 
 
-def given_compliance(
-    compliance: Compliance,
-    installed: Sequence[str],
-    views: dict[str, list[AttachedEntitlement]],
+def read_compliance(
+    compliance: Compliance | None,
+    consumer: ConsumerProfile,
+    entitlements: Sequence[AttachedEntitlement],
+    at: datetime,
 ) -> ComplianceView:
-    """The job's own compliance maps; ``views`` holds their entitlements, read, per map key."""
+    """The job's own compliance maps, or the status computed from its entitlements."""
+    if compliance is None:
+        return compute_compliance(CoverageContext(consumer), consumer.installed, entitlements, at)
+    return given_compliance(compliance, consumer.installed)
+
+
+def given_compliance(compliance: Compliance, installed: Sequence[str]) -> ComplianceView:
+    """The job's own compliance maps, their entitlements read."""
     partial_stacks = tuple(compliance.partial_stacks)
     partial = tuple(compliance.partially_compliant_products)
     compliant = tuple(compliance.compliant_products)
-
-    def ents(prefix: str, keys: Iterable[str]) -> list[list[AttachedEntitlement]]:
-        return [views.get(f"{prefix}:{key}", []) for key in keys]
-
     # The reference gathers attached entitlements in this map order, without duplicates.
     attached = _dedupe(
-        [
-            *ents("partial_stacks", partial_stacks),
-            *ents("partially_compliant_products", partial),
-            *ents("compliant_products", compliant),
-        ]
+        attached_entitlements(ents)
+        for table in (
+            compliance.partial_stacks,
+            compliance.partially_compliant_products,
+            compliance.compliant_products,
+        )
+        for ents in table.values()
     )
     done = set(compliant) | set(partial)
     return ComplianceView(

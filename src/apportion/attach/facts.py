@@ -20,17 +20,17 @@ import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from apportion.attach.values import ProblemLog, fact_number, is_true, key_path
 from apportion.contracts.attach import Consumer
-from apportion.errors import Rejected
+from apportion.contracts.attach_checks import (
+    BAND_FACT,
+    CORES_FACT,
+    RAM_FACT,
+    SOCKET_FACT,
+    says_guest,
+)
 
-SOCKET_FACT = "cpu.cpu_socket(s)"
-CORES_FACT = "cpu.core(s)_per_socket"
-RAM_FACT = "memory.memtotal"
 ARCH_FACT = "uname.machine"
-GUEST_FACT = "virt.is_guest"
 VIRT_UUID_FACT = "virt.uuid"
-BAND_FACT = "band.storage.usage"
 
 # The attributes that decide whether a stack covers a consumer, in the reference's order
 # (the order matters only for the order of coverage reasons).
@@ -113,17 +113,16 @@ def _text(value: str | None) -> str | None:
     return stripped or None
 
 
-def consumer_profile(consumer: Consumer, path: str, log: ProblemLog) -> ConsumerProfile:
-    """Read ``consumer`` (at JSON path ``path``); malformed numeric facts go to ``log``."""
+def consumer_profile(consumer: Consumer) -> ConsumerProfile:
+    """Read ``consumer``, whose numeric facts are checked (at the edge)."""
     facts = consumer.facts
-    facts_path = f"{path}.facts"
 
     def number(name: str) -> Fraction | None:
         # JavaScript truthiness: an absent or empty fact falls back to the default.
         raw = facts.get(name)
         if not raw:
             return None
-        return fact_number(raw, key_path(facts_path, name), log)
+        return Fraction(raw.strip())
 
     sockets = number(SOCKET_FACT)
     per_socket = number(CORES_FACT)
@@ -148,7 +147,7 @@ def consumer_profile(consumer: Consumer, path: str, log: ProblemLog) -> Consumer
     return ConsumerProfile(
         uuid=consumer.uuid,
         type_label=consumer.type,
-        is_guest=is_true(facts.get(GUEST_FACT)),
+        is_guest=says_guest(consumer),
         arch=facts.get(ARCH_FACT) or None,
         has_socket_fact=sockets is not None,
         sockets=_number(socket_count),
@@ -165,12 +164,3 @@ def consumer_profile(consumer: Consumer, path: str, log: ProblemLog) -> Consumer
         installed=tuple(installed),
         virt_uuid=facts.get(VIRT_UUID_FACT) or None,
     )
-
-
-def require_guest(profile: ConsumerProfile, path: str) -> None:
-    """A guest_host_attach job's guest must say it is a guest (``virt.is_guest`` true)."""
-    if not profile.is_guest:
-        raise Rejected.at(
-            key_path(f"{path}.facts", GUEST_FACT),
-            'the guest must be a virtual guest: set the fact "virt.is_guest" to "true"',
-        )

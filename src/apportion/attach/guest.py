@@ -28,21 +28,24 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from apportion.attach.autoattach import AttachOutcome, run_attach
-from apportion.attach.compliance import AttachedEntitlement, CoverageContext, compute_compliance
-from apportion.attach.facts import ConsumerProfile, require_guest
-from apportion.attach.inputs import (
-    AttachInput,
-    check_limits,
-    check_time,
-    read_consumer,
-    read_entitlements,
-    read_pools,
-    reject_if,
+from apportion.attach.compliance import (
+    AttachedEntitlement,
+    CoverageContext,
+    attached_entitlements,
+    compute_compliance,
 )
-from apportion.attach.pools import PoolView, currently_available, drop_reason, view_pool
+from apportion.attach.facts import ConsumerProfile, consumer_profile
+from apportion.attach.inputs import AttachInput
+from apportion.attach.pools import (
+    PoolView,
+    at_or_now,
+    currently_available,
+    drop_reason,
+    view_pool,
+)
 from apportion.attach.priority import PROFILES, RuleProfile
-from apportion.attach.values import UNLIMITED, ProblemLog
 from apportion.contracts.attach import GuestHostAttachJob, Pool
+from apportion.contracts.attach_checks import UNLIMITED
 from apportion.contracts.base import MAX_ID_LENGTH
 from apportion.errors import Rejected
 
@@ -231,7 +234,8 @@ def _explanation(
 
 @dataclass(frozen=True, slots=True)
 class _Read:
-    """A guest_host_attach job, checked and read."""
+    """A guest_host_attach job (checked at the edge:
+    :func:`apportion.contracts.attach_checks.check_guest_host_attach`), read."""
 
     guest: ConsumerProfile
     host: ConsumerProfile
@@ -243,33 +247,15 @@ class _Read:
 
 
 def _read(job: GuestHostAttachJob, ctx: Context) -> _Read:
-    check_limits(
-        ctx.limits,
-        consumers=[("guest", job.guest), ("host", job.host)],
-        pools=("pools", job.pools),
-        entitlements=[
-            ("host_entitlements", job.host_entitlements),
-            ("guest_entitlements", job.guest_entitlements),
-        ],
-        products=("requested_pools", job.requested_pools),
+    return _Read(
+        consumer_profile(job.guest),
+        consumer_profile(job.host),
+        [view_pool(pool, i) for i, pool in enumerate(job.pools)],
+        attached_entitlements(job.host_entitlements),
+        attached_entitlements(job.guest_entitlements),
+        at_or_now(job.at, ctx.now),
+        PROFILES[job.rules],
     )
-    log = ProblemLog.new()
-    guest = read_consumer(job.guest, "guest", log)
-    host = read_consumer(job.host, "host", log)
-    pools = read_pools(job.pools, "pools", log, ctx.limits)
-    host_ents = read_entitlements(job.host_entitlements, "host_entitlements", log)
-    guest_ents = read_entitlements(job.guest_entitlements, "guest_entitlements", log)
-    if job.guest.uuid == job.host.uuid:
-        # The derived pools would require the guest as its own host (requires_host).
-        log.add("guest.uuid", f"a guest cannot be its own host: host.uuid is {job.host.uuid!r} too")
-    known = {p.id for p in job.pools}
-    for i, pid in enumerate(job.requested_pools or []):
-        if pid not in known:
-            log.add(f"requested_pools[{i}]", f"no pool with id {pid!r} in pools")
-    reject_if(log)
-    require_guest(guest, "guest")
-    at = check_time(job.at, ctx.now)
-    return _Read(guest, host, pools, host_ents, guest_ents, at, PROFILES[job.rules])
 
 
 def _attached_ids(ents: Sequence[AttachedEntitlement], at: datetime) -> frozenset[str]:

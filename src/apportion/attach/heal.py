@@ -6,24 +6,25 @@ consumer's failure is logged while the loop goes on. This answers exactly what
 auto_attach answers consumer by consumer in the given order, each job carrying the
 pools' ``consumed`` as raised by the earlier consumers.
 
-What the loop repeats is done once: the organisation's pools are checked once (a bad
-pool rejects the whole job: every consumer shares it), read once, and held as columns
-(:mod:`.columns`): indexed by group (stack or pool), product, role and addon, their
-priorities' terms, offers' readings and coverage units ready for every consumer. A
+What the loop repeats is done once: the organisation's pools are read once (checked once
+at the edge, where a bad pool rejects the whole job: every consumer shares it), and held
+as columns (:mod:`.columns`): indexed by group (stack or pool), product, role and addon,
+their priorities' terms, offers' readings and coverage units ready for every consumer. A
 consumer's attach is given only the groups that can matter to it — those with a pool
-providing a product it still needs, matching its role or one of its addons, or being
-one of its partial stacks — and of those only the pools it can attach by what it is:
-valid at the check time, quantity left, and past the filters that read only its facts
-(arch, sizes, virt_only, physical_only, consumer type), decided once per class of
-facts. auto_attach considers no other group (it leaves out every group offering
-nothing still needed that is not a partial stack) and drops those pools, so its answer
-is the same. Its explanation is built only for the consumers the job names in
-``explain``, which are given every pool (and no columns) so that it is their single
-job's, word for word.
+providing a product it still needs, matching its role or one of its addons, or being one
+of its partial stacks — and of those only the pools it can attach by what it is: valid
+at the check time, quantity left, and past the filters that read only its facts (arch,
+sizes, virt_only, physical_only, consumer type), decided once per class of facts.
+auto_attach considers no other group (it leaves out every group offering nothing still
+needed that is not a partial stack) and drops those pools, so its answer is the same.
+Its explanation is built only for the consumers the job names in ``explain``, which are
+given every pool (and no columns) so that it is their single job's, word for word.
 
 A consumer's own problems (its facts, its entitlements, its sizes over the limits) are
-that consumer's rejection, with paths under ``consumers[i]``; the loop goes on. A job
-whose JSON does not match the contract is rejected whole at the edge, as any job is.
+found at the edge too (:func:`apportion.contracts.attach_checks.check_heal_org`): they
+are that consumer's rejection, with paths under ``consumers[i]``, answered in its turn
+while the loop goes on. A job whose JSON does not match the contract is rejected whole
+at the edge, as any job is.
 
 A long heal stops between two consumers, answering those healed so far and where it
 stopped, when it has run ``heal_seconds`` or when one more answer could take the
@@ -46,26 +47,19 @@ from apportion.attach.compliance import (
     AttachedEntitlement,
     ComplianceView,
     CoverageContext,
+    attached_entitlements,
     compute_compliance,
 )
-from apportion.attach.facts import ConsumerProfile
-from apportion.attach.inputs import (
-    AttachInput,
-    check_limits,
-    check_pool_list,
-    check_time,
-    read_compliance,
-    read_consumer,
-    read_entitlements,
-    reject_if,
-)
+from apportion.attach.facts import ConsumerProfile, consumer_profile
+from apportion.attach.inputs import AttachInput
 from apportion.attach.needs import products_to_cover
-from apportion.attach.pools import PoolView, as_utc, view_pool
+from apportion.attach.pools import PoolView, as_utc, at_or_now, view_pool
 from apportion.attach.priority import PROFILES, RuleProfile
-from apportion.attach.values import ProblemLog, split_values
+from apportion.attach.values import split_values
 from apportion.codec import encode
 from apportion.contracts.attach import Pool
 from apportion.contracts.heal import (
+    CheckedHealOrg,
     ComplianceSummary,
     HealConsumer,
     HealConsumerResult,
@@ -73,8 +67,7 @@ from apportion.contracts.heal import (
     HealOrgResult,
     HealSummary,
 )
-from apportion.errors import DomainError, Problem
-from apportion.limits import Limits, env_name, over_limit
+from apportion.errors import Rejected
 
 if TYPE_CHECKING:
     from apportion.context import Context
@@ -175,26 +168,15 @@ class _Run:
     positions: dict[str, int]
     at: datetime
     profile: RuleProfile
-    limits: Limits
     explain: frozenset[str]
 
 
-def _heal_one(run: _Run, entry: HealConsumer, path: str, index: int) -> HealConsumerResult:
-    """One consumer's auto_attach over the estate as it stands; raises its rejection."""
-    limits = run.limits
-    check_limits(
-        limits,
-        consumers=[(f"{path}.consumer", entry.consumer)],
-        pools=("pools", ()),
-        entitlements=[(f"{path}.entitlements", entry.entitlements)],
-        products=(f"{path}.products", entry.products),
-    )
-    log = ProblemLog.new()
-    consumer = read_consumer(entry.consumer, f"{path}.consumer", log)
-    entitlements = read_entitlements(entry.entitlements, f"{path}.entitlements", log)
-    reject_if(log)
+def _heal_one(run: _Run, entry: HealConsumer, index: int) -> HealConsumerResult:
+    """One consumer's auto_attach over the estate as it stands."""
+    consumer = consumer_profile(entry.consumer)
+    entitlements = attached_entitlements(entry.entitlements)
     at = run.at
-    compliance = read_compliance(None, consumer, entitlements, at, f"{path}.entitlements", log)
+    compliance = compute_compliance(CoverageContext(consumer), consumer.installed, entitlements, at)
     to_cover = products_to_cover(entry.products, consumer, compliance)
     explain = entry.consumer.uuid in run.explain
     estate = run.estate
@@ -265,8 +247,7 @@ def _after(
     )
 
 
-def _rejection(index: int, entry: HealConsumer, exc: DomainError) -> HealConsumerResult:
-    problems: Sequence[Problem] = getattr(exc, "problems", ())
+def _rejection(index: int, entry: HealConsumer, exc: Rejected) -> HealConsumerResult:
     return {
         "index": index,
         "consumer": entry.consumer.uuid,
@@ -274,45 +255,29 @@ def _rejection(index: int, entry: HealConsumer, exc: DomainError) -> HealConsume
         "error": {
             "code": exc.code,
             "message": exc.message,
-            "details": [{"path": p.path, "message": p.message} for p in problems],
+            "details": [{"path": p.path, "message": p.message} for p in exc.problems],
         },
     }
 
 
-def _check_consumers(job: HealOrgJob, limits: Limits) -> None:
-    count = len(job.consumers)
-    if count > limits.max_heal_consumers:
-        field = "max_heal_consumers"
-        raise over_limit(
-            field,
-            Problem(
-                "consumers",
-                f"{count} consumers exceed the limit of {limits.max_heal_consumers} per job "
-                f"(raise {env_name(field)}, or split the organisation into several jobs)",
-            ),
-        )
-
-
-def solve_heal_org(job: HealOrgJob, ctx: Context) -> HealOrgResult:
-    """auto_attach for each consumer in order, each seeing what the earlier ones took."""
+def solve_heal_org(checked: CheckedHealOrg, ctx: Context) -> HealOrgResult:
+    """auto_attach for each consumer in order, each seeing what the earlier ones took
+    (the job checked at the edge: :func:`apportion.contracts.attach_checks.check_heal_org`,
+    which found each consumer's own rejection)."""
+    job, rejected = checked.job, checked.rejected
     limits = ctx.limits
     # Wall time, read here rather than from ctx.now: a long loop stops in time and
     # answers what it has healed (heal_seconds), rather than being killed by the task's
     # soft time limit with nothing.
     started = time.monotonic()
-    _check_consumers(job, limits)
-    check_limits(limits, consumers=[], pools=("pools", job.pools), entitlements=[])
-    log = ProblemLog.new()
-    pools = check_pool_list(job.pools, "pools", log, limits)
-    reject_if(log)
-    at = check_time(job.at, ctx.now)
+    pools = job.pools
+    at = at_or_now(job.at, ctx.now)
     estate = Estate(pools, at)
     run = _Run(
         estate=estate,
         positions={pool.id: i for i, pool in enumerate(pools)},
         at=at,
         profile=PROFILES[job.rules],
-        limits=limits,
         explain=frozenset(job.explain),
     )
     answers: list[HealConsumerResult] = []
@@ -326,10 +291,11 @@ def solve_heal_org(job: HealOrgJob, ctx: Context) -> HealOrgResult:
             stopped = (index, "max_envelope_bytes")
             break
         before = len(estate.consumed)
-        try:
-            answer = _heal_one(run, entry, f"consumers[{index}]", index)
-        except DomainError as exc:
-            answer = _rejection(index, entry, exc)
+        problem = rejected.get(index)
+        if problem is None:
+            answer = _heal_one(run, entry, index)
+        else:
+            answer = _rejection(index, entry, problem)
         answers.append(answer)
         size.add(answer, pools, list(estate.consumed)[before:])
         if ctx.progress is not None:

@@ -1,4 +1,4 @@
-"""Pools as the rules see them: attribute lookup, validation of sizes, and the filters.
+"""Pools as the rules see them: attribute lookup, the read view, and the filters.
 
 Attribute lookup follows the reference exactly:
 
@@ -19,28 +19,10 @@ from types import MappingProxyType
 from typing import Any, NamedTuple, cast
 
 from apportion.attach.facts import ConsumerProfile
-from apportion.attach.values import (
-    UNLIMITED,
-    ProblemLog,
-    key_path,
-    split_values,
-    whole_number,
-)
+from apportion.attach.values import split_values
 from apportion.contracts.attach import Pool
-from apportion.errors import Problem
-from apportion.limits import env_name, over_limit
 
 SIZE_ATTRIBUTES = ("sockets", "cores", "ram", "vcpu", "storage_band")
-# Whole-number attributes and whether "-1" is allowed (guest_limit: unlimited guests).
-_NUMERIC = {
-    "sockets": False,
-    "cores": False,
-    "ram": False,
-    "vcpu": False,
-    "storage_band": False,
-    "instance_multiplier": False,
-    "guest_limit": True,
-}
 # Candlepin spells it unmapped_guests_only; the seed writes unmapped_guest_only.
 _UNMAPPED = ("unmapped_guests_only", "unmapped_guest_only")
 _SYSTEM_LIKE = frozenset({"system", "hypervisor", "uebercert"})
@@ -51,6 +33,12 @@ def as_utc(moment: datetime | None) -> datetime | None:
     if moment is None or moment.tzinfo is not None:
         return moment
     return moment.replace(tzinfo=UTC)
+
+
+def at_or_now(at: datetime | None, now: datetime) -> datetime:
+    """The check time of a job: its ``at``, else now, as UTC."""
+    moment = at if at is not None else now
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 class PoolView(NamedTuple):
@@ -155,30 +143,6 @@ def _clean(attrs: Mapping[str, str | None]) -> dict[str, str]:
     return {k: v for k, v in attrs.items() if v is not None and v != "0"}
 
 
-def _check_numbers(attrs: Mapping[str, str | None], path: str, field: str, log: ProblemLog) -> None:
-    for name, raw in attrs.items():
-        if raw is None:
-            continue
-        minus_one = _NUMERIC.get(name)
-        if minus_one is not None:
-            if not ((raw.isascii() and raw.isdigit()) or (minus_one and raw == "-1")):
-                whole_number(raw, key_path(f"{path}.{field}", name), log, allow_minus_one=minus_one)
-        elif name == "virt_limit" and raw.strip().lower() != UNLIMITED:
-            whole_number(raw, key_path(f"{path}.{field}", name), log, allow_unlimited=True)
-
-
-def check_pool(pool: Pool, path: str, log: ProblemLog) -> None:
-    """Field checks the wire model cannot express (sizes, quantity −1 or ≥ 0)."""
-    if pool.quantity < -1:
-        log.add(f"{path}.quantity", "must be -1 (unlimited) or a quantity of at least 0")
-    if pool.attributes:
-        _check_numbers(pool.attributes, path, "attributes", log)
-    if pool.product_attributes:
-        _check_numbers(pool.product_attributes, path, "product_attributes", log)
-    if pool.derived_product_attributes:
-        _check_numbers(pool.derived_product_attributes, path, "derived_product_attributes", log)
-
-
 _SIZE_NAMES = frozenset((*SIZE_ATTRIBUTES, "guest_limit"))
 # Attributes most pools leave unset; see PoolView.rare.
 _RARE = frozenset(
@@ -280,7 +244,7 @@ def _rare_fields(
 
 
 def view_pool(pool: Pool, index: int) -> PoolView:
-    """Read ``pool`` (already checked by :func:`check_pool`)."""
+    """Read ``pool``, whose numeric attributes are whole numbers (checked at the edge)."""
     pool_first, product_first = _readings(pool)
     get_prod = product_first.get
     derived: tuple[str, ...] | None = None
@@ -332,84 +296,6 @@ def view_pool(pool: Pool, index: int) -> PoolView:
             rare,
         ),
     )
-
-
-def check_pools(
-    pools: Sequence[Pool], path: str, log: ProblemLog, max_products: int | None = None
-) -> None:
-    """Check a list of pools; duplicate ids are problems too.
-
-    With ``max_products``, a pool listing more (derived) provided products than that is
-    refused at once with ``limit_exceeded`` (:class:`Rejected`), before any other problem.
-    """
-    seen: dict[str, int] = {}
-    remember = seen.setdefault
-    for i, pool in enumerate(pools):
-        previous = remember(pool.id, i)
-        if previous != i:
-            log.add(f"{path}[{i}].id", f"duplicate pool id {pool.id!r} (also {path}[{previous}])")
-        if max_products is not None and (
-            len(pool.provided_products) > max_products
-            or len(pool.derived_provided_products) > max_products
-        ):
-            _check_product_lists(pool, f"{path}[{i}]", max_products)
-        # Inlined check_pool for the common case of clean values (thousands of pools):
-        # the product's attributes of a pool are read here without a call; a value that
-        # is not all digits leaves the decision to check_pool ("-1" and "unlimited" are
-        # allowed where due).
-        clean = pool.quantity >= -1
-        if clean:
-            for name, raw in pool.product_attributes.items():
-                if name in _CHECKED and not (raw is None or (raw.isascii() and raw.isdigit())):
-                    clean = False
-                    break
-        if (
-            not clean
-            or ((attrs := pool.attributes) and not _clean_numbers(attrs))
-            or ((attrs := pool.derived_product_attributes) and not _clean_numbers(attrs))
-        ):
-            check_pool(pool, f"{path}[{i}]", log)
-
-
-def _check_product_lists(pool: Pool, path: str, limit: int) -> None:
-    for name, listed in (
-        ("provided_products", pool.provided_products),
-        ("derived_provided_products", pool.derived_provided_products),
-    ):
-        if len(listed) > limit:
-            raise over_limit(
-                "max_products",
-                Problem(
-                    f"{path}.{name}",
-                    f"{len(listed)} products exceed the limit of {limit} per job "
-                    f"(raise {env_name('max_products')})",
-                ),
-            )
-
-
-_CHECKED = frozenset((*_NUMERIC, "virt_limit"))
-
-
-def _clean_numbers(attrs: Mapping[str, str | None]) -> bool:
-    # One pass over the few items (no set built for the names checked).
-    for name, raw in attrs.items():
-        if name in _CHECKED and not (raw is None or (raw.isascii() and raw.isdigit())):
-            if name == "virt_limit":
-                if raw.strip().lower() != UNLIMITED:
-                    return False
-            elif not (_NUMERIC[name] and raw == "-1"):
-                return False
-    return True
-
-
-def view_pools(
-    pools: Sequence[Pool], path: str, log: ProblemLog, max_products: int | None = None
-) -> list[PoolView]:
-    """Check and read a list of pools."""
-    check_pools(pools, path, log, max_products)
-    if log:
-        return []
-    return [view_pool(pool, i) for i, pool in enumerate(pools)]
 
 
 def arch_matches(product_arch: str | None, consumer_arch: str | None, consumer_type: str) -> bool:
@@ -653,10 +539,10 @@ def _model_size_drop(written: tuple[str | None, ...], consumer: ConsumerProfile)
     return _size_drop(sizes, vcpu, consumer)
 
 
-_UNREAD = Drop("", "")  # a sentinel: not in PoolCheck._size_drops yet
+_UNREAD = Drop("", "")  # a sentinel: not in PoolFilters._size_drops yet
 
 
-class PoolCheck:
+class PoolFilters:
     """:func:`currently_available` and :func:`drop_reason` with one consumer and one run's
     arguments bound: the candlepin-* jobs put a thousand pools or more through them, so the
     common path (dates in range, no rare attribute, a limited quantity) is read inline

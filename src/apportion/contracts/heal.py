@@ -6,6 +6,8 @@ the same camelCase aliases); the pools are the organisation's, shared by every c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, NotRequired
 
@@ -14,6 +16,7 @@ from typing_extensions import TypedDict
 
 from apportion.contracts.attach import Consumer, Entitlement, Pool, ProductId, Rules
 from apportion.contracts.base import JobBase, WireModel, alias
+from apportion.errors import Rejected
 
 
 class HealConsumer(WireModel):
@@ -34,6 +37,16 @@ class HealOrgJob(JobBase):
     # Consumers (by uuid) whose answers carry auto_attach's full explanation
     # (`apportion explain --consumer`); the others carry none, to keep the answer small.
     explain: list[str] = Field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedHealOrg:
+    """A heal_org job as its engine reads it, checked at the edge: the job, and the
+    rejection of each consumer entry whose own fields are wrong, by its index (the loop
+    answers it in its turn, and goes on)."""
+
+    job: HealOrgJob
+    rejected: Mapping[int, Rejected]
 
 
 # ---- results ------------------------------------------------------------------------

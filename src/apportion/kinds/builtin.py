@@ -20,6 +20,7 @@ AUTO_ATTACH = JobKind(
     "(Candlepin semantics; rule profiles seed, candlepin-5.42, candlepin-5.44)",
     job=AutoAttachJob,
     result=AutoAttachResult,
+    check="apportion.contracts.attach_checks:check_auto_attach",
     solver="apportion.attach:solve_auto_attach",
     queue="attach",
     soft_time_limit=60,
@@ -34,6 +35,7 @@ GUEST_HOST_ATTACH = JobKind(
     "creates, and what the guest then attaches",
     job=GuestHostAttachJob,
     result=GuestHostAttachResult,
+    check="apportion.contracts.attach_checks:check_guest_host_attach",
     solver="apportion.attach:solve_guest_host_attach",
     queue="attach",
     soft_time_limit=60,
@@ -48,6 +50,7 @@ HEAL_ORG = JobKind(
     "pools the earlier ones consumed (Candlepin's heal-entire-org loop)",
     job=HealOrgJob,
     result=HealOrgResult,
+    check="apportion.contracts.attach_checks:check_heal_org",
     solver="apportion.attach:solve_heal_org",
     queue="attach",
     # The attach queue's limits, so that an operator's limits for the queue keep working;

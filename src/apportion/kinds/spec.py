@@ -5,7 +5,10 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from apportion.limits import Limits
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +31,11 @@ class JobKind:
     soft_time_limit: float  # seconds; the job is answered `rejected` (time_limit)
     time_limit: float  # seconds; the pool child is killed
     id_field: str = "job_id"  # the payload field that is the idempotency key
+    # "module:function" (validated job, Limits) -> what the solver is given: the checks
+    # the model's types cannot express (sizes against the limits, numbers written as
+    # text, one field against another), run once at the edge, after the model; raises
+    # Rejected. Without one, the solver is given the validated job.
+    check: str | None = None
     # Task hooks by name (apportion.tasks.hooks), applied after the engine answered.
     hooks: tuple[str, ...] = ()
     # "module:function" (result, out path | None, rich Console) -> written path | None:
@@ -52,6 +60,10 @@ class JobKind:
 
     def load_solver(self) -> Any:
         return load(self.solver)
+
+    def checked(self, job: Any, limits: Limits) -> Any:
+        """What the solver reads: ``job`` (validated by :attr:`job`) after :attr:`check`."""
+        return job if self.check is None else load(self.check)(job, limits)
 
 
 @cache

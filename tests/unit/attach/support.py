@@ -6,18 +6,14 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
+from apportion import kinds
 from apportion.attach import solve_auto_attach, solve_guest_host_attach
 from apportion.attach.autoattach import pool_priorities
-from apportion.attach.compliance import CoverageContext, compute_compliance
-from apportion.attach.inputs import (
-    AttachInput,
-    read_compliance,
-    read_consumer,
-    read_entitlements,
-    read_pools,
-)
+from apportion.attach.compliance import attached_entitlements, read_compliance
+from apportion.attach.facts import consumer_profile
+from apportion.attach.inputs import AttachInput
+from apportion.attach.pools import view_pool
 from apportion.attach.priority import PROFILES
-from apportion.attach.values import ProblemLog
 from apportion.contracts.attach import (
     AutoAttachJob,
     AutoAttachResult,
@@ -173,8 +169,15 @@ def job(
     return out
 
 
+def checked(kind: str, payload: dict[str, Any]) -> Any:
+    """The job as the engine is given it: validated by its model, then its kind's check."""
+    spec = kinds.get(kind)
+    return spec.checked(spec.job.model_validate(payload), CTX.limits)
+
+
 def attach(payload: dict[str, Any]) -> AutoAttachResult:
-    return solve_auto_attach(AutoAttachJob.model_validate(payload), CTX)
+    job: AutoAttachJob = checked("auto_attach", payload)
+    return solve_auto_attach(job, CTX)
 
 
 def chosen(payload: dict[str, Any]) -> dict[str, int]:
@@ -182,25 +185,19 @@ def chosen(payload: dict[str, Any]) -> dict[str, int]:
 
 
 def guest_attach(payload: dict[str, Any]) -> dict[str, Any]:
-    return solve_guest_host_attach(GuestHostAttachJob.model_validate(payload), CTX)
+    job: GuestHostAttachJob = checked("guest_host_attach", payload)
+    return solve_guest_host_attach(job, CTX)
 
 
 def priorities(payload: dict[str, Any]) -> dict[str, Fraction]:
     """Each pool's priority for the job's consumer (Candlepin's get_pool_priority_test)."""
-    parsed = AutoAttachJob.model_validate(payload)
-    log = ProblemLog.new()
-    cons = read_consumer(parsed.consumer, "consumer", log)
-    views = read_pools(parsed.pools, "pools", log)
-    ents = read_entitlements(parsed.entitlements, "entitlements", log)
-    assert not log, log.problems
-    compliance = (
-        read_compliance(parsed.compliance, cons, ents, NOW, "compliance", log)
-        if parsed.compliance is not None
-        else compute_compliance(CoverageContext(cons), cons.installed, ents, NOW)
-    )
+    parsed: AutoAttachJob = checked("auto_attach", payload)
+    cons = consumer_profile(parsed.consumer)
+    ents = attached_entitlements(parsed.entitlements)
+    compliance = read_compliance(parsed.compliance, cons, ents, NOW)
     inp = AttachInput(
         consumer=cons,
-        pools=views,
+        pools=[view_pool(p, i) for i, p in enumerate(parsed.pools)],
         products=parsed.products,
         compliance=compliance,
         entitlements=ents,

@@ -15,23 +15,27 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from apportion.attach.autoattach import _attached, _members, _needs
-from apportion.attach.compliance import CoverageContext, Tally
+from apportion.attach.compliance import (
+    CoverageContext,
+    Tally,
+    attached_entitlements,
+    read_compliance,
+)
+from apportion.attach.facts import consumer_profile
 from apportion.attach.groups import build_groups
-from apportion.attach.inputs import AttachInput, read_compliance, read_consumer, read_entitlements
+from apportion.attach.inputs import AttachInput
 from apportion.attach.offers import read_offers
 from apportion.attach.pools import (
-    PoolCheck,
+    PoolFilters,
     PoolView,
-    check_pool,
-    check_pools,
     currently_available,
     drop_reason,
     view_pool,
 )
 from apportion.attach.priority import PROFILES, Scorer
-from apportion.attach.values import ProblemLog
 from apportion.contracts.attach import AutoAttachJob, Pool
-from tests.unit.attach.support import NOW
+from apportion.contracts.attach_checks import ProblemLog, check_pool, check_pools
+from tests.unit.attach.support import NOW, checked
 from tests.unit.attach.test_invariants import jobs
 
 SETTINGS = settings(
@@ -94,12 +98,10 @@ def varied_jobs(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def _attach_input(payload: dict[str, Any]) -> AttachInput:
-    job = AutoAttachJob.model_validate(payload)
-    log = ProblemLog.new()
-    consumer = read_consumer(job.consumer, "consumer", log)
-    entitlements = read_entitlements(job.entitlements, "entitlements", log)
-    compliance = read_compliance(job.compliance, consumer, entitlements, NOW, "compliance", log)
-    assert not log
+    job: AutoAttachJob = checked("auto_attach", payload)
+    consumer = consumer_profile(job.consumer)
+    entitlements = attached_entitlements(job.entitlements)
+    compliance = read_compliance(job.compliance, consumer, entitlements, NOW)
     return AttachInput(
         consumer=consumer,
         pools=job.pools,
@@ -119,13 +121,13 @@ def _attach_input(payload: dict[str, Any]) -> AttachInput:
     st.booleans(),
     st.data(),
 )
-def test_a_pool_check_from_the_view_or_the_model_gives_what_the_plain_functions_give(
+def test_the_pool_filters_from_the_view_or_the_model_give_what_the_plain_functions_give(
     payload: dict[str, Any], at: datetime, below_multiplier: bool, data: st.DataObject
 ) -> None:
     inp = _attach_input(payload)
     views = [view_pool(pool, i) for i, pool in enumerate(inp.pools)]
     attached = frozenset(data.draw(st.lists(st.sampled_from([v.id for v in views]))))
-    check = PoolCheck(
+    check = PoolFilters(
         inp.consumer,
         at=at,
         host_uuid=inp.host_uuid,
@@ -366,14 +368,9 @@ def test_pools_that_write_the_same_sizes_are_filtered_as_each_pool_read_alone(
 ) -> None:
     # Non-stacked pools differing only in their sizes: the model check reads the size
     # filters once per combination of sizes as written, so pools share its answers.
-    log = ProblemLog.new()
-    consumer = read_consumer(
-        AutoAttachJob.model_validate({"consumer": {"uuid": "c", "facts": facts}}).consumer,
-        "consumer",
-        log,
-    )
-    assert not log
-    check = PoolCheck(
+    job: AutoAttachJob = checked("auto_attach", {"consumer": {"uuid": "c", "facts": facts}})
+    consumer = consumer_profile(job.consumer)
+    check = PoolFilters(
         consumer, at=NOW, host_uuid=None, attached_pool_ids=frozenset(), below_multiplier=False
     )
     for i, attrs in enumerate(sizes):

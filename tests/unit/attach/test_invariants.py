@@ -12,10 +12,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from apportion.attach.compliance import CoverageContext, attached_entitlement, compute_compliance
+from apportion.attach.compliance import CoverageContext, attached_entitlements, compute_compliance
 from apportion.attach.facts import consumer_profile
 from apportion.attach.pools import view_pool
-from apportion.attach.values import ProblemLog
 from apportion.contracts.attach import AutoAttachJob, Entitlement
 from apportion.engine import run
 from tests.unit.attach.support import CTX, NOW, attach
@@ -146,7 +145,7 @@ def test_attach_results_respect_availability_steps_filters_and_coverage(
     assert result == attach(payload)  # same input, same answer
 
     parsed = AutoAttachJob.model_validate(payload)
-    profile = consumer_profile(parsed.consumer, "consumer", ProblemLog.new())
+    profile = consumer_profile(parsed.consumer)
     by_id = {p.id: p for p in parsed.pools}
     dropped = {d["pool"] for d in result["explanation"]["dropped_pools"]}
     for pool_id, quantity in result["pool_quantities"].items():
@@ -167,16 +166,20 @@ def test_attach_results_respect_availability_steps_filters_and_coverage(
             assert view.requires_host == payload["host_uuid"]
 
     for pick in result["explanation"]["picks"]:
-        assert pick["covers"], pick  # every chosen group contributes something needed
+        # Every chosen group contributes something needed, or completes a stack the
+        # consumer holds part of (which it does whether or not the stack provides an
+        # installed product).
+        assert pick["covers"] or pick["reason"] == "completes a partial stack", pick
 
     to_cover = result["explanation"]["products_to_cover"]
     assert sorted(result["covered_products"] + result["uncovered_products"]) == sorted(to_cover)
 
     # The covered products really are covered once the chosen quantities are attached.
-    attached = [attached_entitlement(e, view_pool(e.pool, 0)) for e in parsed.entitlements]
-    for i, (pool_id, quantity) in enumerate(result["pool_quantities"].items()):
-        new = Entitlement(id=f"new-{i}", pool=by_id[pool_id], quantity=quantity)
-        attached.append(attached_entitlement(new, view_pool(new.pool, 0)))
+    added = [
+        Entitlement(id=f"new-{i}", pool=by_id[pool_id], quantity=quantity)
+        for i, (pool_id, quantity) in enumerate(result["pool_quantities"].items())
+    ]
+    attached = attached_entitlements([*parsed.entitlements, *added])
     status = compute_compliance(CoverageContext(profile), profile.installed, attached, NOW)
     assert set(result["covered_products"]) <= set(status.compliant)
 

@@ -7,13 +7,10 @@ from apportion.attach.facts import consumer_profile
 from apportion.attach.groups import Attached, GroupWork, Member, Offer
 from apportion.attach.pools import view_pool
 from apportion.attach.select import select
-from apportion.attach.values import ProblemLog
 from apportion.contracts.attach import Consumer, Pool
 from tests.unit.attach.support import consumer, pool
 
-CTX = CoverageContext(
-    consumer_profile(Consumer.model_validate(consumer(guest=True)), "consumer", ProblemLog.new())
-)
+CTX = CoverageContext(consumer_profile(Consumer.model_validate(consumer(guest=True))))
 NO_ATTACHED = Attached(by_stack={}, limits=())
 _positions = iter(range(10_000))
 
@@ -196,11 +193,7 @@ def test_the_tally_counts_sockets_in_whole_instances() -> None:
         ),
         0,
     )
-    physical = CoverageContext(
-        consumer_profile(
-            Consumer.model_validate(consumer(sockets="8")), "consumer", ProblemLog.new()
-        )
-    )
+    physical = CoverageContext(consumer_profile(Consumer.model_validate(consumer(sockets="8"))))
     tally = Tally(physical)
     tally.add(physical.unit(view), 7)  # 7 − 7 mod 2 = 6 entitlements → 3 instances → 6 sockets
     assert tally.totals[physical.socket_index] == 6
