@@ -385,7 +385,7 @@ def _accounts(
     if given.count(None) == len(given):  # no account anywhere: each root's uuid
         return tuple(map(uuids.__getitem__, roots))
     return tuple(
-        (uuids[r] if given[r] is None else given[r]) if a is None else a
+        a if a is not None else uuids[r] if (root := given[r]) is None else root
         for a, r in zip(given, roots, strict=True)
     )
 
