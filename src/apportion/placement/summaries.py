@@ -15,7 +15,6 @@ one map per distinct value is built.
 from __future__ import annotations
 
 from itertools import count
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -70,7 +69,7 @@ def _resources(
     key columns groups equal keys, each group led by its first member, whose map is
     the only one built.
     """
-    inventories = map(itemgetter("inventories"), map(forest.providers.__getitem__, members))
+    inventories = map(forest.held.__getitem__, members)
     orders: dict[tuple[str, ...], int] = {}
     columns = [np.array(list(map(orders.setdefault, map(tuple, inventories), count())))]
     for inv in forest.inventories.values():
@@ -96,7 +95,7 @@ def _resources(
 
 def _resource_map(forest: Forest, p: int) -> dict[str, ResourceSummary]:
     out: dict[str, Any] = {}
-    for rc in forest.providers[p]["inventories"]:
+    for rc in forest.held[p]:
         inv = forest.inventories[rc]
         r = inv.row[p]
         out[rc] = {"capacity": int(inv.capacity[r]), "used": int(inv.used[r])}
