@@ -214,6 +214,10 @@ def _delivery() -> dict[str, Any]:
         # sent is redelivered after the visibility timeout and publishes nothing new.
         "worker_cancel_long_running_tasks_on_connection_loss": False,
         "worker_prefetch_multiplier": 1,
+        # Celery's prefork pool, whose watch on its children's exits survives two of
+        # them dying at once; without it such a worker exited on its next reconnection
+        # to Redis (workers/prefork.py). Celery's CLI reads ``--pool prefork`` as this.
+        "worker_pool": "apportion.workers.prefork:TaskPool",
     }
 
 

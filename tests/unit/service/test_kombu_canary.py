@@ -195,3 +195,47 @@ def test_the_sentinel_transport_reads_the_sentinels_from_the_connection_info() -
     # the fixed channel restores for it (workers/broker/transport.py, fix 1).
     source = inspect.getsource(kombu_redis.SentinelChannel._sentinel_managed_pool)
     assert "self.connection.client.alt" in source
+
+
+# What workers/prefork.py's pool overrides or reads of Celery's prefork pool.
+ASYNPOOL_INTERNALS = {
+    "_event_process_exit": "overridden: a child's exit is believed only when its sentinel "
+    "is readable (the event may be another child's, whose descriptor number it reused)",
+    "_track_child_process": "overridden: a child whose sentinel was forgotten is watched "
+    "again when the pool registers with the event loop again",
+    "_untrack_child_process": "forgets a child's sentinel copy (None) once its exit was seen",
+    "register_with_event_loop": "calls _track_child_process for every child, after each "
+    "reconnection to Redis",
+}
+
+
+@pytest.mark.parametrize(("name", "why"), ASYNPOOL_INTERNALS.items())
+def test_celerys_async_pool_still_has(name: str, why: str) -> None:
+    from celery.concurrency.asynpool import AsynPool
+
+    assert callable(getattr(AsynPool, name, None)), (
+        f"celery.concurrency.asynpool.AsynPool no longer has {name!r} ({why})"
+    )
+
+
+def test_celerys_async_pool_keeps_a_childs_sentinel_copy_in_sentinel_poll() -> None:
+    # workers/prefork.py reads _sentinel_poll (None: forgotten; absent: Celery makes a
+    # fresh os.dup of the Popen's sentinel) and the Popen's sentinel itself.
+    from celery.concurrency.asynpool import AsynPool
+
+    track = inspect.getsource(AsynPool._track_child_process)
+    assert "fd = proc._sentinel_poll" in track
+    assert "except AttributeError" in track
+    assert "os.dup(proc._popen.sentinel)" in track
+    assert "proc._sentinel_poll = None" in inspect.getsource(AsynPool._untrack_child_process)
+    register = inspect.getsource(AsynPool.register_with_event_loop)
+    assert "self._track_child_process(w, hub) for w in self._pool" in register
+
+
+def test_celerys_prefork_pool_starts_the_pool_class_named_by_its_pool_attribute() -> None:
+    # workers/prefork.py's TaskPool only replaces that attribute.
+    from celery.concurrency import prefork
+    from celery.concurrency.asynpool import AsynPool
+
+    assert prefork.TaskPool.Pool is AsynPool
+    assert "else self.Pool)" in inspect.getsource(prefork.TaskPool.on_start)
