@@ -10,12 +10,13 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 from apportion import yaql_eval
 from apportion.limits import Limits
 from apportion.yaql_eval import budget, child, direct, parse, records
+from tests.support.samples import comparison
 
 LIMITS = Limits(yaql_timeout_seconds=1.0)
 DISKS = [
@@ -165,7 +166,7 @@ def _plain_expressions(draw: st.DrawFn, depth: int = 0) -> str:
     )
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@comparison(100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_plain_expressions(), _data)
 def test_a_plain_expression_evaluated_directly_gives_yaqls_value(
     expression: str, data: Any
