@@ -13,9 +13,14 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import pytest
+from hypothesis import settings
 
 from tests.support.golden import maybe_install
 from tests.support.processes import RedisServer, free_port
+
+# `pytest --hypothesis-profile=deep`: ten times the examples, for every property test that
+# leaves the count to the profile and every comparison (tests/support/samples.py).
+settings.register_profile("deep", max_examples=1_000)
 
 # APPORTION_GOLDEN_RECORD=DIR records every job an engine answers (tests/support/golden.py).
 maybe_install()

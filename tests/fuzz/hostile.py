@@ -1,4 +1,5 @@
-"""Strategies for malformed and hostile jobs: valid examples with one field broken."""
+"""Strategies for malformed and hostile jobs (valid examples with one field broken), the
+settings the hostile-job tests share and what "answered" means for them."""
 
 from __future__ import annotations
 
@@ -6,8 +7,12 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+from apportion.contracts import Envelope
+from apportion.engine import Context
+from apportion.limits import Limits
 from tests.conftest import load_example
 
 Path = tuple[str | int, ...]
@@ -135,3 +140,28 @@ def mutated(draw: st.DrawFn, example: str, *, avoid: tuple[str, ...] = (), base:
         else:
             doc = replaced(doc, path, draw(hostile_values))
     return doc
+
+
+FAST = settings(
+    max_examples=2_600,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    derandomize=True,
+)
+# yaql expressions are evaluated in a forked, time-limited child; a hostile one costs up
+# to the time limit, so the generated partition jobs avoid strings in sized fields and
+# the bombs are listed explicitly (tests/fuzz/test_hostile_partition_jobs.py).
+CTX = Context(limits=Limits(yaql_timeout_seconds=0.5))
+
+
+def answered(env: Envelope) -> None:
+    """Answered cleanly: ``rejected`` with ``internal_error`` would mean an input reached
+    code that did not expect it (tests/fuzz/test_hostile_jobs.py)."""
+    assert env.status in ("ok", "infeasible", "rejected")
+    if env.status == "ok":
+        assert env.result is not None
+        assert env.error is None
+    else:
+        assert env.error is not None
+        assert env.error.code != "internal_error", env.error.message
+        assert "Traceback" not in env.error.message

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from apportion import edge, walk
@@ -15,6 +15,7 @@ from apportion.engine import parse_json_text, run
 from apportion.errors import Rejected
 from apportion.limits import Limits
 from tests.conftest import load_example
+from tests.support.samples import comparison
 
 
 def rejection(text: str, limits: Limits | None = None) -> Rejected:
@@ -196,7 +197,7 @@ hostile_values = st.recursive(
 )
 
 
-@settings(max_examples=400)
+@comparison(100)
 @given(
     hostile_values,
     st.builds(

@@ -9,11 +9,12 @@ import random
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 from apportion.engine import Context, run
 from apportion.limits import Limits
+from tests.support.samples import comparison
 from tests.unit.attach.support import NOW, consumer, ent, pool, stacking
 
 CTX = Context(now=NOW)
@@ -169,7 +170,7 @@ def comparable(answer: dict[str, Any]) -> dict[str, Any]:
 # ---- tests ---------------------------------------------------------------------------
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@comparison(50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.randoms(use_true_random=False))
 def test_a_heal_answers_what_auto_attach_answers_consumer_by_consumer(
     rng: random.Random,

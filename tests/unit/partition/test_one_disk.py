@@ -11,13 +11,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, given
 from hypothesis import strategies as st
 
 from apportion.engine import run
 from apportion.errors import Rejected
 from apportion.partition import highs, lp, model
 from tests.support.jobs import SMALL_PARTITION
+from tests.support.samples import comparison
 from tests.unit.partition.support import problem_of
 
 
@@ -85,7 +86,7 @@ def test_the_small_job_gets_root_the_rest_of_the_disk_without_a_solver_call(
     ]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@comparison(100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(one_disk_jobs())
 def test_the_greedy_point_is_the_vertex_highs_finds_on_one_disk(data: dict[str, Any]) -> None:
     try:

@@ -10,12 +10,13 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 from apportion import yaql_eval
 from apportion.limits import Limits
 from apportion.yaql_eval import budget, child, direct, parse, records
+from tests.support.samples import comparison
 
 # The child's deadline is generous: these tests compare values and failures, and a forked
 # child on a machine busy with a second test run took more than a second to answer.
@@ -167,7 +168,7 @@ def _plain_expressions(draw: st.DrawFn, depth: int = 0) -> str:
     )
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@comparison(100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_plain_expressions(), _data)
 def test_a_plain_expression_evaluated_directly_gives_yaqls_value(
     expression: str, data: Any

@@ -15,9 +15,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, given
 from hypothesis import strategies as st
 
+from tests.support.samples import comparison
 from tests.unit.placement.helpers import SHARES, canon, find, got
 
 RCS = ("A", "B")
@@ -335,7 +336,7 @@ class Brute:
         return canon(allocations, mappings)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@comparison(100, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(data=st.data())
 def test_the_engine_returns_exactly_the_valid_candidates(data: st.DataObject) -> None:
     providers = data.draw(forests())
@@ -359,7 +360,7 @@ def test_the_engine_returns_exactly_the_valid_candidates(data: st.DataObject) ->
         assert request["account"] == anchor
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@comparison(50, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(data=st.data())
 def test_a_limited_answer_is_the_first_candidates_of_the_full_answer(data: st.DataObject) -> None:
     providers = data.draw(forests())

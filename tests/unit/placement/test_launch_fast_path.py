@@ -13,7 +13,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
@@ -29,6 +29,7 @@ from apportion.launch import chosen_policy, failure_counts, solve
 from apportion.placement import CandidateSet, find_candidates
 from apportion.selection import apply_policy
 from apportion.selection.facts import request_costs
+from tests.support.samples import comparison
 from tests.unit.placement.helpers import SHARES, rp
 from tests.unit.placement.test_brute_force import forests, requests
 
@@ -259,7 +260,7 @@ def clouds(draw: st.DrawFn) -> dict[str, Any]:
     return job
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@comparison(30, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(raw=st.one_of(jobs(), clouds()))
 def test_the_fast_path_serialises_to_the_same_bytes_as_the_plain_pipeline(
     raw: dict[str, Any],
@@ -271,7 +272,7 @@ def test_the_fast_path_serialises_to_the_same_bytes_as_the_plain_pipeline(
     assert fast == outcome_of(job, ctx, reference)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@comparison(50, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(raw=st.one_of(jobs(), clouds()))
 def test_the_engine_prices_candidates_exactly_as_selection_prices_built_ones(
     raw: dict[str, Any],

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, assume, event, given, settings
+from hypothesis import HealthCheck, assume, event, given
 from hypothesis import strategies as st
 
 from apportion.limits import DEFAULT_LIMITS
@@ -22,6 +22,7 @@ from apportion.placement.query import parse_request
 from apportion.placement.search import Budget, SearchSpec
 from apportion.placement.shapes import Found
 from apportion.placement.slots import SlotPlan, plan_slots
+from tests.support.samples import comparison
 from tests.unit.placement.helpers import SHARES, make_job
 from tests.unit.placement.test_brute_force import TRAITS, forests, requests
 
@@ -125,7 +126,7 @@ def cloud_requests(draw: st.DrawFn) -> str:
     return "&".join(query)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@comparison(20, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(data=st.data())
 def test_the_fast_path_gives_the_search_s_candidates_on_random_small_forests(
     data: st.DataObject,
@@ -137,7 +138,7 @@ def test_the_fast_path_gives_the_search_s_candidates_on_random_small_forests(
     event(check_same(forest, plan, data.draw(st.integers(1, 20)), data.draw(st.integers(1, 40))))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@comparison(30, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(providers=clouds(), request=cloud_requests(), want=st.integers(1, 120))
 def test_the_fast_path_gives_the_search_s_candidates_on_clouds_of_many_trees(
     providers: list[dict[str, Any]], request: str, want: int

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 from apportion import yaql_eval
@@ -22,6 +22,7 @@ from apportion.errors import Rejected
 from apportion.limits import Limits
 from apportion.selection.expression import now_document
 from apportion.yaql_eval import budget, child, direct, parse, records
+from tests.support.samples import comparison
 from tests.unit.selection.builders import final, one_host_each, select
 
 NIGHT = datetime(2026, 11, 21, 22, 0, tzinfo=UTC)
@@ -206,7 +207,7 @@ _documents = st.lists(
 )
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@comparison(100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_account_expressions(), _documents)
 def test_an_account_expression_evaluated_directly_gives_yaqls_value(
     expression: str, documents: list[dict[str, Any]]
