@@ -48,19 +48,28 @@ def worker(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) 
         yield w
 
 
-@pytest.fixture(scope="module")
-def producer(redis_server: RedisServer) -> Iterator[Celery]:
-    """The producer side: the same app configuration a service would use to send by name."""
-    app = create_app(Settings(redis_url=redis_server.url))
+def producer_of(server: RedisServer) -> Iterator[Celery]:
+    """The producer side: the same app configuration a service would use to send by name
+    (for a fixture of a file that starts its own ``server``)."""
+    app = create_app(Settings(redis_url=server.url))
     yield app
     app.close()
 
 
-@pytest.fixture
-def client(redis_server: RedisServer) -> Iterator[redis.Redis]:
-    c = redis_server.client()
+def client_of(server: RedisServer) -> Iterator[redis.Redis]:
+    c = server.client()
     yield c
     c.close()
+
+
+@pytest.fixture(scope="module")
+def producer(redis_server: RedisServer) -> Iterator[Celery]:
+    yield from producer_of(redis_server)
+
+
+@pytest.fixture
+def client(redis_server: RedisServer) -> Iterator[redis.Redis]:
+    yield from client_of(redis_server)
 
 
 @pytest.fixture

@@ -21,10 +21,13 @@ from pathlib import Path
 import pytest
 from celery import Celery
 
-from apportion.config.settings import Settings
-from apportion.workers.app import create_app
 from tests.conftest import own_redis_server
-from tests.integration.conftest import CELERY_TASK_LINES, short_redelivery, worker_env
+from tests.integration.conftest import (
+    CELERY_TASK_LINES,
+    producer_of,
+    short_redelivery,
+    worker_env,
+)
 from tests.support.jobs import SMALL_PARTITION
 from tests.support.processes import RedisServer, Worker, wait_until
 from tests.support.tcp_proxy import TcpProxy
@@ -54,9 +57,7 @@ def server(tmp_path: Path) -> Iterator[RedisServer]:
 
 @pytest.fixture
 def producer(server: RedisServer) -> Iterator[Celery]:
-    app = create_app(Settings(redis_url=server.url))
-    yield app
-    app.close()
+    yield from producer_of(server)
 
 
 def test_behind_a_blackhole_the_loop_keeps_turning_and_signals_the_soft_limit_on_time(

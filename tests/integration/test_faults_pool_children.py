@@ -22,10 +22,8 @@ import pytest
 import redis
 from celery import Celery
 
-from apportion.config.settings import Settings
-from apportion.workers.app import create_app
 from tests.conftest import load_example, own_redis_server
-from tests.integration.conftest import worker_env
+from tests.integration.conftest import client_of, producer_of, worker_env
 from tests.support.processes import RedisServer, Worker, running_worker, wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker]
@@ -41,16 +39,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
 
 @pytest.fixture
 def client(server: RedisServer) -> Iterator[redis.Redis]:
-    c = server.client()
-    yield c
-    c.close()
+    yield from client_of(server)
 
 
 @pytest.fixture
 def producer(server: RedisServer) -> Iterator[Celery]:
-    app = create_app(Settings(redis_url=server.url))
-    yield app
-    app.close()
+    yield from producer_of(server)
 
 
 def children(worker: Worker) -> set[int]:

@@ -24,11 +24,15 @@ import pytest
 import redis
 from celery import Celery
 
-from apportion.config.settings import Settings
-from apportion.workers.app import create_app
 from apportion.workers.redis.keys import Keys
 from tests.conftest import own_redis_server
-from tests.integration.conftest import CELERY_TASK_LINES, short_redelivery, worker_env
+from tests.integration.conftest import (
+    CELERY_TASK_LINES,
+    client_of,
+    producer_of,
+    short_redelivery,
+    worker_env,
+)
 from tests.integration.test_faults_out_of_memory import fill_up
 from tests.support.processes import RedisServer, Worker, free_port, wait_until
 from tests.support.tcp_proxy import TcpProxy
@@ -49,16 +53,12 @@ def server(tmp_path: Path) -> Iterator[RedisServer]:
 
 @pytest.fixture
 def producer(server: RedisServer) -> Iterator[Celery]:
-    app = create_app(Settings(redis_url=server.url))
-    yield app
-    app.close()
+    yield from producer_of(server)
 
 
 @pytest.fixture
 def client(server: RedisServer) -> Iterator[redis.Redis]:
-    c = server.client()
-    yield c
-    c.close()
+    yield from client_of(server)
 
 
 def dead_letters(client: redis.Redis) -> list[dict[bytes, bytes]]:

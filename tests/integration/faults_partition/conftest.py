@@ -9,10 +9,8 @@ import pytest
 import redis
 from celery import Celery
 
-from apportion.config.settings import Settings
-from apportion.workers.app import create_app
 from tests.conftest import own_redis_server
-from tests.integration.conftest import short_redelivery, worker_env
+from tests.integration.conftest import client_of, producer_of, short_redelivery, worker_env
 from tests.integration.faults_partition.rig import log_from
 from tests.support.processes import RedisServer, Worker, running_worker
 from tests.support.tcp_proxy import TcpProxy
@@ -50,16 +48,12 @@ def worker(proxy: TcpProxy, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 @pytest.fixture(scope="module")
 def producer(server: RedisServer) -> Iterator[Celery]:
-    app = create_app(Settings(redis_url=server.url))
-    yield app
-    app.close()
+    yield from producer_of(server)
 
 
 @pytest.fixture
 def client(server: RedisServer) -> Iterator[redis.Redis]:
-    c = server.client()
-    yield c
-    c.close()
+    yield from client_of(server)
 
 
 @pytest.fixture(autouse=True)
