@@ -65,9 +65,19 @@ def running(server: S) -> Iterator[S]:
         server.stop()
 
 
-def own_redis_server(workdir: Path, *, appendonly: bool = False) -> Iterator[RedisServer]:
+def own_redis_server(
+    workdir: Path, *, appendonly: bool = False, extra_args: tuple[str, ...] = ()
+) -> Iterator[RedisServer]:
     """A dedicated redis-server on a free port (see :func:`running`)."""
-    yield from running(RedisServer(port=free_port(), workdir=workdir, appendonly=appendonly))
+    server = RedisServer(
+        port=free_port(), workdir=workdir, appendonly=appendonly, extra_args=extra_args
+    )
+    yield from running(server)
+
+
+# A Redis that refuses writes past its maxmemory instead of evicting keys, as the
+# operations guide asks of a Redis that holds queues.
+NO_EVICTION = ("--maxmemory-policy", "noeviction")
 
 
 @pytest.fixture(scope="session")

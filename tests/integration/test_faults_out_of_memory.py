@@ -21,9 +21,10 @@ import redis
 from apportion.config.settings import Settings
 from apportion.workers.app import create_app
 from tests.acceptance.cli import apportion
+from tests.conftest import NO_EVICTION, own_redis_server
 from tests.integration.conftest import CELERY_TASK_LINES, worker_env
 from tests.support.jobs import SMALL_PARTITION, event_counts, mixed_jobs, queued_and_unacked
-from tests.support.processes import RedisServer, Worker, free_port, wait_until
+from tests.support.processes import RedisServer, Worker, wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow]
 
@@ -33,13 +34,7 @@ KINDS = ("partition", "launch_select", "auto_attach")
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[RedisServer]:
-    extra = ("--maxmemory-policy", "noeviction")
-    srv = RedisServer(port=free_port(), workdir=tmp_path / "redis", extra_args=extra)
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
+    yield from own_redis_server(tmp_path / "redis", extra_args=NO_EVICTION)
 
 
 @pytest.fixture

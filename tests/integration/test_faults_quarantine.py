@@ -25,7 +25,7 @@ import redis
 from celery import Celery
 
 from apportion.workers.redis.keys import Keys
-from tests.conftest import own_redis_server
+from tests.conftest import NO_EVICTION, own_redis_server
 from tests.integration.conftest import (
     CELERY_TASK_LINES,
     client_of,
@@ -34,7 +34,7 @@ from tests.integration.conftest import (
     worker_env,
 )
 from tests.integration.test_faults_out_of_memory import fill_up
-from tests.support.processes import RedisServer, Worker, free_port, wait_until
+from tests.support.processes import RedisServer, Worker, wait_until
 from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow]
@@ -125,13 +125,7 @@ def _queued(tag: str, task: str = "apportion.partition") -> bytes:
 
 @pytest.fixture
 def full_server(tmp_path: Path) -> Iterator[RedisServer]:
-    extra = ("--maxmemory-policy", "noeviction")
-    srv = RedisServer(port=free_port(), workdir=tmp_path / "redis", extra_args=extra)
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
+    yield from own_redis_server(tmp_path / "redis", extra_args=NO_EVICTION)
 
 
 def test_messages_redis_refuses_to_dead_letter_are_buried_within_seconds_of_memory_freed(

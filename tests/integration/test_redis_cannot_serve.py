@@ -27,6 +27,7 @@ from apportion.workers.redis.client import make_redis
 from apportion.workers.redis.direct import DirectScripts
 from apportion.workers.redis.keys import Keys
 from apportion.workers.results.publisher import StreamPublisher
+from tests.conftest import NO_EVICTION, own_redis_server
 from tests.support.processes import RedisServer, free_port
 
 pytestmark = [pytest.mark.redis]
@@ -34,13 +35,7 @@ pytestmark = [pytest.mark.redis]
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[RedisServer]:
-    extra = ("--maxmemory-policy", "noeviction")
-    srv = RedisServer(port=free_port(), workdir=tmp_path / "redis", extra_args=extra)
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
+    yield from own_redis_server(tmp_path / "redis", extra_args=NO_EVICTION)
 
 
 def envelope(job_id: str) -> Envelope:
