@@ -112,6 +112,7 @@ def make_job(n_disks: int = 24, n_spaces: int = 40) -> dict[str, Any]:
 def _phases(job: dict[str, Any], repeat: int) -> dict[str, float]:
     """Median CPU ms of each engine stage (the code path of `solve`, timed piecewise)."""
     from apportion.contracts.partition import PartitionJob
+    from apportion.contracts.partition_checks import check_partition
     from apportion.engine import validate
     from apportion.partition import convert, dynamic, feasibility, integer, lp, model, schema
 
@@ -128,7 +129,9 @@ def _phases(job: dict[str, Any], repeat: int) -> dict[str, float]:
         parsed_job = validate("partition", job)
         assert isinstance(parsed_job, PartitionJob)
         t = lap("validate (pydantic)", t)
-        parsed = schema.parse(parsed_job, ctx.limits)
+        check_partition(parsed_job, ctx.limits)
+        t = lap("check", t)
+        parsed = schema.parse(parsed_job)
         t = lap("schema", t)
         resolved = dynamic.resolve(parsed, ctx.limits)
         t = lap("yaql + values", t)

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from apportion.contracts.partition import PartitionJob
+from apportion.contracts.partition_checks import check_partition
 from apportion.engine import Context, run
 from apportion.partition import dynamic, lp, model, schema
 
@@ -90,7 +91,7 @@ def generate(rng: random.Random) -> dict[str, Any]:
 
 def job_problem(job: dict[str, Any]) -> model.Problem:
     limits = Context().limits
-    parsed = schema.parse(PartitionJob.model_validate(job), limits)
+    parsed = schema.parse(check_partition(PartitionJob.model_validate(job), limits))
     return model.build(parsed.disks, dynamic.resolve(parsed, limits).spaces)
 
 

@@ -82,6 +82,7 @@ PARTITION = JobKind(
     "node's disks from a dynamic (yaql) schema: the Bareon LP, exact in whole MiB",
     job=PartitionJob,
     result=PartitionResult,
+    check="apportion.contracts.partition_checks:check_partition",
     solver="apportion.partition:solve",
     queue="partition",
     soft_time_limit=60,

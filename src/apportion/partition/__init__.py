@@ -2,7 +2,9 @@
 
 The seed's pipeline, one module per stage:
 
-* :mod:`.schema` — structure: ids, types, vg membership, disks, limits (``rejected``);
+* :mod:`.schema` — structure: spaces, vg membership and disks as records (checked
+  before, by :mod:`apportion.contracts.partition_checks`, named by the kind's registry
+  entry);
 * :mod:`.dynamic` — ``yaql=…`` values evaluated in one bounded batch, then typed and
   checked (``rejected`` with the path of the field);
 * :mod:`.model` — the numbers: whole-MiB bounds, fair-share groups, the objective;
@@ -27,10 +29,13 @@ if TYPE_CHECKING:
 def solve(job: PartitionJob, ctx: Context) -> convert.Result:
     """Lay the job's spaces out on its disks in whole MiB.
 
+    ``job`` is one that its kind's check (:mod:`apportion.contracts.partition_checks`)
+    found valid; its values (literal or ``yaql=``) are checked here, once evaluated.
+
     The answer is plain JSON data shaped as the contract's ``PartitionResult``.
     """
     limits = ctx.limits
-    parsed = schema.parse(job, limits)
+    parsed = schema.parse(job)
     resolved = dynamic.resolve(parsed, limits)
     problem = model.build(parsed.disks, resolved.spaces)
     reason = feasibility.diagnose(problem)

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from apportion.contracts.partition_checks import UNALLOCATED
 from apportion.partition.dynamic import Resolved
 from apportion.partition.model import IntArray, Problem
-from apportion.partition.schema import UNALLOCATED, ParsedSchema
+from apportion.partition.schema import ParsedSchema
 
 # The result is plain JSON data shaped exactly as the contract's ``PartitionResult``
 # (its JSON Schema; keys in its field order, every field present): building the

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from apportion.contracts.partition import PartitionJob, PartitionResult
+from apportion.contracts.partition_checks import check_partition
 from apportion.engine import Context
+from apportion.limits import Limits
 from apportion.partition import dynamic, model, schema, solve
 
 Disk = tuple[str, float] | tuple[str, float, str]
@@ -45,16 +47,22 @@ def payload(
     }
 
 
+def checked(data: dict[str, Any], limits: Limits) -> PartitionJob:
+    """The job as the engine is given it: validated by its model, then its kind's check."""
+    return check_partition(PartitionJob.model_validate(data), limits)
+
+
 def problem_of(data: dict[str, Any]) -> model.Problem:
     """A job's numbers as the engine builds them (parse, yaql values, the model)."""
     limits = Context().limits
-    parsed = schema.parse(PartitionJob.model_validate(data), limits)
+    parsed = schema.parse(checked(data, limits))
     return model.build(parsed.disks, dynamic.resolve(parsed, limits).spaces)
 
 
 def solve_payload(data: dict[str, Any], ctx: Context | None = None) -> PartitionResult:
     """The engine's answer, checked to be exactly the contract's shape and field order."""
-    answer = solve(PartitionJob.model_validate(data), ctx or Context())
+    ctx = ctx or Context()
+    answer = solve(checked(data, ctx.limits), ctx)
     result = PartitionResult.model_validate(answer)
     assert result.model_dump(mode="json") == answer
     assert _keys_in_order(result.model_dump(mode="json")) == _keys_in_order(answer)

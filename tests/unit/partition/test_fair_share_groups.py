@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 
-from apportion.contracts.partition import PartitionJob
 from apportion.engine import Context
 from apportion.partition import dynamic, model, schema
 
-from .support import disks, partition, payload, sizes, solve_payload
+from .support import checked, disks, partition, payload, sizes, solve_payload
 
 ONE_HDD = disks(("sda", 100, "hdd"))
 NO_SSD = 'yaql=$.disks.where($.type = "ssd")'
@@ -24,7 +23,7 @@ NO_SSD = 'yaql=$.disks.where($.type = "ssd")'
 
 def _groups(data: dict[str, Any]) -> list[tuple[int, ...]]:
     limits = Context().limits
-    parsed = schema.parse(PartitionJob.model_validate(data), limits)
+    parsed = schema.parse(checked(data, limits))
     spaces = dynamic.resolve(parsed, limits).spaces
     return [g.members for g in model.fair_share_groups(spaces)]
 

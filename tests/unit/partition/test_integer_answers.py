@@ -6,16 +6,15 @@ from typing import Any
 
 import pytest
 
-from apportion.contracts.partition import PartitionJob
 from apportion.engine import Context
 from apportion.partition import dynamic, integer, lp, model, schema
 
-from .support import disks, in_vg, lv, payload, sizes, solve_payload, totals
+from .support import checked, disks, in_vg, lv, payload, sizes, solve_payload, totals
 
 
 def _method(data: dict[str, Any]) -> str:
     limits = Context().limits
-    parsed = schema.parse(PartitionJob.model_validate(data), limits)
+    parsed = schema.parse(checked(data, limits))
     problem = model.build(parsed.disks, dynamic.resolve(parsed, limits).spaces)
     relaxed = lp.solve(problem)
     assert relaxed is not None

@@ -17,11 +17,11 @@ import scipy.optimize
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from apportion.contracts.partition import PartitionJob, PartitionResult
+from apportion.contracts.partition import PartitionResult
 from apportion.engine import Context
 from apportion.errors import Infeasible
 from apportion.partition import dynamic, lp, model, schema
-from tests.unit.partition.support import solve_payload
+from tests.unit.partition.support import checked, solve_payload
 
 BOUNDS = [0, 10, 20, 50, 80]  # few values, so equal (min, max) groups are common
 
@@ -124,7 +124,7 @@ def _lp_and_integer(
     data: dict[str, Any], result: PartitionResult
 ) -> tuple[float, float, float, float]:
     limits = Context().limits
-    parsed = schema.parse(PartitionJob.model_validate(data), limits)
+    parsed = schema.parse(checked(data, limits))
     problem = model.build(parsed.disks, dynamic.resolve(parsed, limits).spaces)
     relaxed = lp.solve(problem)
     assert relaxed is not None
