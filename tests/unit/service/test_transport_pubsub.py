@@ -97,6 +97,20 @@ def test_a_read_after_the_health_check_dropped_the_pubsub_connection_returns_at_
     assert outcome == {"value": False}
 
 
+def test_a_read_of_a_subscribed_connection_with_nothing_to_read_returns_at_once(
+    server: redis.Redis, broadcast: tuple[Connection, Consumer, list[Any]]
+) -> None:
+    # A readable event that is stale by the time the loop handles it (its descriptor
+    # number reused by another socket meanwhile).
+    connection, consumer, _ = broadcast
+    poll_once(connection, consumer)
+    assert subscribed(server) == 1
+
+    outcome = within(READ_BOUND, consumer.channel._receive)
+
+    assert outcome == {"value": False}
+
+
 def test_a_read_of_a_pubsub_connection_the_server_closed_returns_at_once(
     server: redis.Redis, broadcast: tuple[Connection, Consumer, list[Any]]
 ) -> None:
