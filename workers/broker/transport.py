@@ -1,6 +1,6 @@
-"""kombu's Redis and Sentinel transports with six fixes: a worker survives a Redis
+"""kombu's Redis and Sentinel transports with seven fixes: a worker survives a Redis
 restart, a failover, a SIGKILL and a Redis that refuses writes without losing a job,
-never idles while jobs wait, and no queue item can stop it.
+never idles while jobs wait, no queue item can stop it, and no pub/sub read hangs it.
 
 Each is small, kept here until kombu fixes it, and exercised directly in
 tests/integration/test_faults_fixes.py; the fault tests (Redis restarted or failed over
@@ -104,6 +104,11 @@ under a busy worker, workers killed) show them end to end.
    reply timeout; they resume when the watch hears Redis again. Celery's
    ``broker_channel_error_retry`` (config/celeryconfig.py) reconnects on any refusal
    that still escapes.
+
+7. **A dropped pub/sub connection must not hang the worker.** Fix: the event loop's
+   reads of the pub/sub (remote control) connection never wait for a message
+   (:class:`_ListenPubSub`); one dropped meanwhile is left to kombu's next tick, which
+   subscribes again, instead of redis-py reconnecting it unsubscribed and waiting.
 
 Tasks trust what the gate writes into a message (its verdict header), so every broker
 scheme the settings accept has a gated transport here: :class:`Transport` for
@@ -347,6 +352,9 @@ _BURY_PER_TICK = 100
 _TURN_SECONDS = 0.1
 # How often each worker looks for taking lists of dead workers (one ZRANGEBYSCORE).
 _REAP_SECONDS = 5.0
+# The longest one pub/sub read from the event loop waits for the rest of a reply that
+# began to arrive, when the connection has no socket timeout of its own (fix 7).
+_LISTEN_READ = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -644,6 +652,34 @@ class Message(virtual.Message):
             self._decoded_cache = decoded[1]
 
 
+class _ListenPubSub(redis.client.PubSub):
+    """kombu's pub/sub client (fanout queues: Celery's remote control), read only as far
+    as what the socket holds (fix 7).
+
+    kombu reads it from the event loop with redis-py's blocking read. A connection
+    dropped meanwhile (kombu's health check drops one that missed its PINGs) is
+    connected afresh by that read, subscribed to nothing (kombu resubscribes on its next
+    tick, never inside redis-py's reconnection), and the read then waits for a message
+    that never comes: the worker's whole loop with it, until the connection dies.
+    """
+
+    def parse_response(self, block: bool = True, timeout: float = 0) -> Any:
+        conn = self.connection
+        if conn is None or not conn.is_connected:
+            return None
+        try:
+            if not conn.can_read(timeout=0):
+                return None
+        except redis.ConnectionError:
+            # Closed by the server: dropped, so that kombu's next tick reconnects and
+            # subscribes again (what redis-py's own read does on an error).
+            conn.disconnect()
+            raise
+        # Readable: a whole reply is there or on its way; a stalled one ends with the
+        # socket timeout (a connection error kombu reconnects on).
+        return super().parse_response(block=False, timeout=conn.socket_timeout or _LISTEN_READ)
+
+
 class Channel(kombu_redis.Channel):
     QoS = QoS
     Message = Message
@@ -710,6 +746,14 @@ class Channel(kombu_redis.Channel):
         if client is None or client.connection_pool is not pool:
             client = self._sync_client = super()._create_client()
         return client
+
+    @cached_property
+    def subclient(self) -> Any:
+        # kombu's, of the class that never waits for a message (fix 7): redis-py's own
+        # pubsub() builds it (with the client's event dispatcher), then it is retyped.
+        pubsub = self._create_client(asynchronous=True).pubsub()
+        pubsub.__class__ = _ListenPubSub
+        return pubsub
 
     @cached_property
     def gate(self) -> GateOptions:

@@ -47,6 +47,10 @@ CHANNEL_INTERNALS = {
     "_close_clients": "extended: closes the scripts' own connection",
     "maybe_refresh_binding_expiry": "overridden: a refusal by Redis (out of memory) is "
     "logged at debug, not with a traceback every second",
+    "subclient": "overridden: the pub/sub client of a class whose reads never wait for a "
+    "message (fix 7)",
+    "_in_listen": "reset by kombu when the pub/sub connection drops, after which its next "
+    "tick subscribes again (fix 7 leaves that to it)",
     "_flush_brpop_reauth": "called once a BRPOP reply is consumed, as kombu does: sends a "
     "pending streaming re-auth token on the BRPOP connection (looked up with getattr, so "
     "without this check its loss would go unnoticed)",
@@ -239,3 +243,27 @@ def test_celerys_prefork_pool_starts_the_pool_class_named_by_its_pool_attribute(
 
     assert prefork.TaskPool.Pool is AsynPool
     assert "else self.Pool)" in inspect.getsource(prefork.TaskPool.on_start)
+
+
+def test_kombu_reads_the_pubsub_client_only_through_parse_response_with_no_arguments() -> None:
+    # Fix 7 (workers/broker/transport.py, _ListenPubSub) makes parse_response() read
+    # without waiting; a kombu that read the pub/sub client another way, or asked for a
+    # blocking read by argument, would bypass it.
+    assert "c.parse_response()" in inspect.getsource(kombu_redis.Channel._receive_one)
+    assert "self.subclient.parse_response()" in inspect.getsource(kombu_redis.Channel._poll_error)
+    assert "client.pubsub()" in inspect.getsource(kombu_redis.Channel.subclient.func)
+
+
+def test_redis_py_builds_a_plain_pubsub_the_transport_can_retype() -> None:
+    # _ListenPubSub retypes what Redis.pubsub() returns (keeping the client's event
+    # dispatcher) and reads with redis-py's non-blocking parse_response.
+    import redis
+    from redis.connection import Connection
+
+    pubsub = redis.Redis(host="127.0.0.1", port=1).pubsub()
+    assert type(pubsub) is redis.client.PubSub
+    parameters = inspect.signature(redis.client.PubSub.parse_response).parameters
+    assert list(parameters) == ["self", "block", "timeout"]
+    assert isinstance(inspect.getattr_static(Connection, "is_connected"), property)
+    assert "timeout" in inspect.signature(Connection.can_read).parameters
+    assert Connection(socket_timeout=2).socket_timeout == 2
