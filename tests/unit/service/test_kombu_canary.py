@@ -1,6 +1,6 @@
 """Canary: the kombu internals workers/broker/transport.py builds on are still there.
 
-The transport subclasses kombu's Redis transport to fix five faults (its docstring).
+The transport subclasses kombu's Redis transport to fix seven faults (its docstring).
 That needs members kombu does not promise to keep. Each is named here, so that a kombu
 upgrade that renames or removes one fails with a message naming it, instead of a worker
 that misbehaves under load.
