@@ -22,7 +22,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-UNALLOCATED = "unallocated"
+from apportion.contracts.partition_checks import UNALLOCATED
+
 # scripts/demo installs no plot extra (a graphics stack: the demo stays quick); the
 # picture says how to add it, at the locked versions.
 PLOT_MISSING = (
