@@ -17,6 +17,7 @@ from hypothesis import settings
 
 from tests.support.golden import maybe_install
 from tests.support.processes import RedisServer, free_port
+from tests.support.schedule import start_order
 
 # `pytest --hypothesis-profile=deep`: ten times the examples, for every property test that
 # leaves the count to the profile and every comparison (tests/support/samples.py).
@@ -24,6 +25,14 @@ settings.register_profile("deep", max_examples=1_000)
 
 # APPORTION_GOLDEN_RECORD=DIR records every job an engine answers (tests/support/golden.py).
 maybe_install()
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Long files first (tests/support/schedule.py); scripts/test keeps this order
+    (pytest-xdist's --no-loadscope-reorder)."""
+    items[:] = start_order(items)
+
 
 REPO = Path(__file__).resolve().parents[1]
 # One ready job per kind, as producers send them (examples/README.md).

@@ -42,7 +42,7 @@ import pytest
 from tests.support.gen_docs import without_timing
 from tests.support.processes import REPO, RedisServer, clean_checkout, free_port, wait_until
 
-pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow]
+pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow, pytest.mark.long]
 
 README = (REPO / "README.md").read_text()
 TWO_COMMANDS = ["scripts/demo", "scripts/test"]

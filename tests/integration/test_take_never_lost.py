@@ -23,7 +23,7 @@ from tests.integration.conftest import short_redelivery, stream_job_ids, worker_
 from tests.support.processes import RedisServer, running_worker, wait_until
 from tests.support.tcp_proxy import proxied
 
-pytestmark = [pytest.mark.redis, pytest.mark.worker]
+pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow, pytest.mark.long]
 
 VISIBILITY = 40
 KEYS = Keys()

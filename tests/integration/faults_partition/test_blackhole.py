@@ -22,7 +22,7 @@ from tests.support.jobs import event_counts, mixed_jobs
 from tests.support.processes import Worker, wait_until
 from tests.support.tcp_proxy import TcpProxy
 
-pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow]
+pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow, pytest.mark.long]
 
 BLACKHOLE = 120.0
 

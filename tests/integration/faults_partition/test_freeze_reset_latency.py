@@ -23,7 +23,7 @@ from tests.support.jobs import mixed_jobs
 from tests.support.processes import Worker, wait_until
 from tests.support.tcp_proxy import TcpProxy
 
-pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow]
+pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow, pytest.mark.long]
 
 
 def test_connections_frozen_while_new_ones_pass_lose_no_job(
