@@ -46,10 +46,12 @@ def send(
     timeout: float,
     step: Step,
     started: float | None = None,
+    plain: bool = False,
 ) -> list[Any]:
     """Send each job to ``task_name``: their ``AsyncResult`` handles, in order.
     ``started``: when the command started (``time.monotonic()``); connecting must be
-    done ``timeout`` seconds after it, loading the libraries included."""
+    done ``timeout`` seconds after it, loading the libraries included. ``plain``: every
+    job is plain JSON data (:meth:`JobSender.send`)."""
     budget = timeout if started is None else max(0.5, timeout - (monotonic() - started))
     app = producer_app(settings)
     # Waiting for answers must not outlast ``timeout`` when Redis goes away meanwhile:
@@ -81,7 +83,7 @@ def send(
         with JobSender(app) as sender:
             for job in jobs:
                 with deadline(timeout):
-                    results.append(sender.send(task_name, job))
+                    results.append(sender.send(task_name, job, plain=plain))
                 step("sent")
     except DeadlineExceeded as exc:
         raise SubmitFailed(

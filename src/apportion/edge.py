@@ -88,19 +88,21 @@ def _no_constants(name: str) -> Any:
 
 
 def decode(
-    text: str | bytes, *, allow_constants: bool = False
-) -> tuple[Any, tuple[str, str] | None]:
-    """JSON text → (value, (path, key) of the first repeated key or None).
+    text: str | bytes, *, allow_constants: bool = False, limits: Limits | None = None
+) -> tuple[Any, tuple[str, str] | None, Bounds | None]:
+    """JSON text → (value, (path, key) of the first repeated key or None, the value's
+    :class:`Bounds` when the text proves them, tight for ``limits``).
 
     Raises ``ValueError`` for text that is not JSON (``NaN`` and ``Infinity`` included,
     unless ``allow_constants``: a Python producer's json writes them, and the shape walk
     then rejects them with their path) and ``RecursionError`` for nesting deeper than
     the interpreter's stack.
     """
-    fast = fast_decode(text)
+    fast = fast_decode(text, limits)
     if fast is not None:
-        return fast[0], None
-    return strict_decode(text, allow_constants=allow_constants)
+        return fast[0], None, fast[1]
+    value, duplicate = strict_decode(text, allow_constants=allow_constants)
+    return value, duplicate, None
 
 
 def strict_decode(

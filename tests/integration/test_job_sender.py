@@ -75,3 +75,38 @@ def test_a_sender_used_without_with_still_sends_each_job(fresh_redis: RedisServe
     queued = json.loads(client.lindex("partition", 0))
     assert queued["headers"]["id"] == result.id
     app.close()
+
+
+def test_a_plain_job_is_sent_as_the_same_call_and_answered_as_the_same_job(
+    fresh_redis: RedisServer, tmp_path: Path
+) -> None:
+    client = fresh_redis.client()
+    app = producer_app(Settings(redis_url=fresh_redis.url))
+    job = _job("plain")
+    job["schema"][1]["min_size"] = 1.5e-05  # orjson writes 1.5e-5, json 1.5e-05
+
+    with JobSender(app) as sender:
+        by_kombu = sender.send("apportion.partition", job)
+        by_orjson = sender.send("apportion.partition", job, plain=True)
+
+    kombus, orjsons = (json.loads(item) for item in client.lrange("partition", 0, -1)[::-1])
+    assert orjsons["content-type"] == kombus["content-type"] == "application/json"
+    assert orjsons["headers"]["argsrepr"] == kombus["headers"]["argsrepr"]
+    bodies = [base64.b64decode(message["body"]) for message in (kombus, orjsons)]
+    assert bodies[0] != bodies[1]  # kombu writes ", " and 1.5e-05
+    assert (
+        json.loads(bodies[1])
+        == json.loads(bodies[0])
+        == [
+            [job],
+            {},
+            {"callbacks": None, "errbacks": None, "chain": None, "chord": None},
+        ]
+    )
+
+    with running_worker(worker_env(fresh_redis.url), tmp_path / "worker.log"):
+        envelopes = [result.get(timeout=60) for result in (by_kombu, by_orjson)]
+
+    assert envelopes[0]["status"] == "ok"
+    assert envelopes[1]["result"] == envelopes[0]["result"]
+    app.close()

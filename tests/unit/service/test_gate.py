@@ -9,7 +9,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from apportion import walk
 from apportion.limits import Limits
 from apportion.workers.broker.gate import (
     SENT_AT_HEADER,
@@ -21,6 +24,7 @@ from apportion.workers.broker.gate import (
 )
 from tests.fuzz.hostile import nested
 from tests.support.hostile_stream import call, item
+from tests.support.samples import comparison
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 RULES = GateRules(tasks={"apportion.partition": [90.0, 60.0]}, max_eta_seconds=600)
@@ -327,3 +331,31 @@ def test_an_integer_of_5000_digits_is_a_verdict_with_its_path_not_a_dead_letter(
     assert verdict.verdict["code"] == "number_out_of_range"
     assert verdict.verdict["details"][0]["path"] == "hardware.ram"
     assert verdict.verdict["job_id"] == "j-1"
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
+@given(
+    extra=_JSON,
+    depth=st.integers(1, 6),
+    items=st.integers(3, 40),
+)
+@comparison(200, deadline=None)
+def test_a_job_the_text_vouches_for_gets_the_verdict_the_walk_gives(
+    extra: Any, depth: int, items: int
+) -> None:
+    limits = Limits(max_json_depth=depth, max_json_items=items)
+    rules = GateRules(limits=limits, tasks=RULES.tasks, max_eta_seconds=600)
+    body = [[{**JOB, "x": extra}], {}, {}]
+    walked = walk.check(body, walk.Rules(limits, outer_depth=2, outer_items=8, values=False))
+
+    verdict = delivered(message(json.dumps(body).encode()), rules)
+
+    assert (verdict.verdict or {}).get("code") == (walked.code if walked else None)

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from kombu import Exchange, Queue
+from kombu import Exchange, Queue, serialization
 
 from apportion.config.settings import Settings
-from apportion.workers.producer import PREVIEW_MAX, JobSender, args_preview, producer_app
+from apportion.workers.producer import (
+    PLAIN_SERIALIZER,
+    PREVIEW_MAX,
+    JobSender,
+    args_preview,
+    producer_app,
+)
 
 
 def test_the_preview_shows_a_jobs_top_level_with_containers_by_their_size() -> None:
@@ -99,3 +106,17 @@ def test_a_sender_refuses_to_hold_a_second_producer() -> None:
     with sender, pytest.raises(RuntimeError, match="already holds"):
         sender.__enter__()
     assert sender.producer is None
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        ([{"size": float("nan")}], {}, {}),
+        ([datetime(2026, 12, 8, tzinfo=UTC)], {}, {}),
+        ({"ok": True, "reply": [1, 2]},),
+    ],
+)
+def test_the_plain_serializer_writes_anything_but_a_plain_call_as_kombus_json_does(
+    data: Any,
+) -> None:
+    assert serialization.dumps(data, PLAIN_SERIALIZER) == serialization.dumps(data, "json")
