@@ -637,19 +637,36 @@ class _Undo:
 _UNDO: list[_Undo] = []
 
 
+class MainProcessArgs(list):  # type: ignore[type-arg]
+    """A job message's ``args`` as the worker's main process holds them: the whole job,
+    which a pickle (the hand-off to a pool child) leaves out.
+
+    Celery's request sends a pool child both the message's body, which the child decodes
+    into the task's arguments, and its request, which holds the arguments the main
+    process decoded; the child overwrites those with its own. Pickled, a big job's
+    arguments cost the main process and the child more than the child's own decode of
+    the body (bench/worker.md); the main process keeps them (a hard time limit's answer
+    is the job's)."""
+
+    def __reduce__(self) -> tuple[type[list[Any]], tuple[()]]:
+        return list, ()
+
+
 class Message(virtual.Message):
     """kombu's message, carrying the body the gate decoded (:attr:`Deliver.call`).
 
     The gate reads every message's ``[args, kwargs, embed]`` from its JSON; Celery's
     consumer then asks kombu for the same (``message.payload``), which would decode the
-    JSON a second time in the worker's main process.
+    JSON a second time in the worker's main process. Its ``args`` are
+    :class:`MainProcessArgs`.
     """
 
     def __init__(self, payload: Any, channel: Any = None, **kwargs: Any) -> None:
         super().__init__(payload, channel=channel, **kwargs)
         decoded = getattr(channel, "gate_decoded", None)
         if decoded is not None and decoded[0] == self.delivery_tag:
-            self._decoded_cache = decoded[1]
+            args, call_kwargs, embed = decoded[1]
+            self._decoded_cache = [MainProcessArgs(args), call_kwargs, embed]
 
 
 class _ListenPubSub(redis.client.PubSub):

@@ -9,6 +9,8 @@ that misbehaves under load.
 from __future__ import annotations
 
 import inspect
+import json
+from typing import Any
 
 import kombu
 import pytest
@@ -267,3 +269,29 @@ def test_redis_py_builds_a_plain_pubsub_the_transport_can_retype() -> None:
     assert isinstance(inspect.getattr_static(Connection, "is_connected"), property)
     assert "timeout" in inspect.signature(Connection.can_read).parameters
     assert Connection(socket_timeout=2).socket_timeout == 2
+
+
+def test_a_pool_child_takes_a_tasks_arguments_from_the_body_not_from_the_request() -> None:
+    # workers/broker/transport.py's MainProcessArgs leaves the job out of the request a
+    # pool child unpickles: Celery's trace must read the arguments from the body.
+    from celery import Celery
+    from celery.app.trace import trace_task_ret
+
+    app = Celery("canary", set_as_current=False)
+    app.conf.task_ignore_result = True
+
+    @app.task(name="canary.echo", shared=False)  # type: ignore[misc]
+    def echo(job: Any) -> Any:
+        return job
+
+    body = json.dumps([[{"job_id": "from-the-body"}], {}, {}])
+    request = {"id": "t-1", "task": "canary.echo", "args": [], "kwargs": {}}
+
+    _, returned, _ = trace_task_ret(
+        "canary.echo", "t-1", request, body, "application/json", "utf-8", app=app
+    )
+
+    assert "from-the-body" in returned, (
+        "celery's trace no longer decodes a task's arguments from the message body in the "
+        "pool child: MainProcessArgs (left out of the hand-off) would reach the task empty"
+    )
