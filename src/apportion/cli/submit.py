@@ -8,6 +8,7 @@ and this package imports no broker library.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -26,6 +27,7 @@ from apportion.cli.common import (
     read_vouched_jobs,
     settings,
 )
+from apportion.collector import collector_paused
 
 # Batches at least this long show a progress bar (on a terminal, unless --no-progress).
 PROGRESS_FROM = 20
@@ -92,8 +94,12 @@ def run(args: argparse.Namespace) -> int:
     from apportion.workers.submit import SubmitFailed, printable, send, wait
 
     check_kind(args.kind)
-    # Vouched for by the text: decoded by orjson, plain JSON data (see JobSender.send).
-    jobs, is_array, bad, plain = read_vouched_jobs(args.kind, args.file)
+    # Read as `apportion solve` reads (apportion/collector.py): the collector paused, and
+    # what was read frozen, since it lives until the command ends. Vouched for by the
+    # text: decoded by orjson, so plain JSON data (see JobSender.send).
+    with collector_paused():
+        jobs, is_array, bad, plain = read_vouched_jobs(args.kind, args.file)
+        gc.freeze()
     if bad is not None:
         print_json(bad.as_dict(), args.pretty)
         return EXIT_REJECTED
