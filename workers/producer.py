@@ -61,8 +61,11 @@ class ProducerResultBackend(RedisBackend):  # type: ignore[misc]
 
 # kombu's serializer of a call whose job :meth:`JobSender.send` was told is plain JSON
 # data (its ``plain``): the job is written by orjson, not by kombu's encoder (the
-# standard library's, with a Python ``default`` hook), about a tenth of the CPU on a big
-# job. Same content type: the message is what kombu's ``json`` serializer sends, as text.
+# standard library's, with a Python ``default`` hook), which costs a big job several
+# times more (bench/worker.md). Same content type: the message is what kombu's ``json``
+# serializer sends, as text. Registering it makes it kombu's name for application/json
+# too (kombu then writes, e.g., a reply with it): anything but a plain call is written by
+# kombu's encoder, as before.
 PLAIN_SERIALIZER = "apportion-plain-json"
 
 
@@ -188,23 +191,14 @@ class JobSender:
         within 64 bits; ``apportion.edge_fast.fast_decode``'s values), so orjson writes
         the body, and the worker decodes the same job. Without it kombu's encoder does,
         which writes NaN and Python types that orjson would write differently."""
-        if plain:
-            return self.app.send_task(
-                task_name,
-                args=[orjson.Fragment(orjson.dumps(job))],
-                headers=sent_now(),
-                argsrepr=args_preview(job),
-                kwargsrepr="{}",
-                declare=self.declare,
-                producer=self.producer,
-                serializer=PLAIN_SERIALIZER,
-            )
+        options = {"serializer": PLAIN_SERIALIZER} if plain else {}
         return self.app.send_task(
             task_name,
-            args=[job],
+            args=[orjson.Fragment(orjson.dumps(job))] if plain else [job],
             headers=sent_now(),
             argsrepr=args_preview(job),
             kwargsrepr="{}",
             declare=self.declare,
             producer=self.producer,
+            **options,
         )
