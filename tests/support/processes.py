@@ -455,3 +455,16 @@ def clean_checkout(target: Path) -> None:
         if source.is_file():
             (target / name.decode()).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target / name.decode())
+
+
+def probe(code: str, *args: str, timeout: float = 120) -> str:
+    """Run ``code`` in a fresh interpreter with ``args`` as its argv: the last line it
+    wrote to stderr (where a probe reports, away from what the code under test prints)."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=True,
+    )
+    return done.stderr.strip().splitlines()[-1]

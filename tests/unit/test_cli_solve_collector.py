@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import gc
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from apportion.cli.solve import collector_paused
+from tests.support.processes import probe
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "launch_select.candidates.json"
 
@@ -32,14 +31,7 @@ print(len(runs), file=sys.stderr)
 
 
 def collections_while_solving(path: Path) -> int:
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    return int(done.stderr.strip().splitlines()[-1])
+    return int(probe(PROBE, str(path)))
 
 
 def test_solving_more_jobs_runs_no_more_collections(tmp_path: Path) -> None:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.support.processes import probe
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "launch_select.candidates.json"
 
@@ -30,14 +30,7 @@ main()
 
 
 def collections_before_sending(path: Path) -> tuple[int, int, bool]:
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    runs, jobs, plain = done.stderr.strip().splitlines()[-1].split()
+    runs, jobs, plain = probe(PROBE, str(path)).split()
     return int(runs), int(jobs), plain == "True"
 
 
