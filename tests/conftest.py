@@ -27,7 +27,7 @@ settings.register_profile("deep", max_examples=1_000)
 maybe_install()
 
 
-@pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle
+@pytest.hookimpl(trylast=True)  # after any plugin that reorders the tests
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Long files first (tests/support/schedule.py); scripts/test keeps this order
     (pytest-xdist's --no-loadscope-reorder)."""

@@ -5,7 +5,7 @@ A file that runs for a minute or more (marked ``long``: a 120 s outage, a visibi
 timeout, a fresh install) that starts late leaves every other process idle at the end,
 waiting on it. So long files start first, then the files with a ``slow`` test (real
 workers, restarts), then the rest: the longest jobs first, as a scheduler of unequal
-jobs does. Within each group the collected order stays (pytest-randomly's shuffle), and
+jobs does. Within each group the collected order stays (pytest's, or a plugin's), and
 a file's tests stay together and in their order.
 """
 
