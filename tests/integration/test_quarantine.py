@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -26,7 +27,14 @@ from apportion.workers.app import create_app
 from apportion.workers.redis.keys import Keys
 from tests.conftest import load_example
 from tests.integration.conftest import CELERY_TASK_LINES, worker_env
-from tests.support.processes import REPO, RedisServer, Worker, wait_until
+from tests.support.processes import (
+    REPO,
+    RedisServer,
+    Worker,
+    group_pids,
+    parent_pid,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow]
 
@@ -166,3 +174,75 @@ def test_a_job_whose_worker_is_killed_twice_is_quarantined_and_can_be_requeued(
 
 def _env(extra: dict[str, str]) -> dict[str, str]:
     return {**os.environ, **extra}
+
+
+def _children(worker: Worker) -> list[int]:
+    assert worker.proc is not None
+    main = worker.proc.pid
+    return [pid for pid in group_pids(main) if parent_pid(pid) == main]
+
+
+def _sleeping(pid: int) -> bool:
+    """Whether process ``pid`` sleeps in ``time.sleep`` (the fault app's slow solve)."""
+    try:
+        return Path(f"/proc/{pid}/wchan").read_text() == "hrtimer_nanosleep"
+    except OSError:
+        return False
+
+
+def test_a_job_answered_before_its_worker_was_killed_twice_is_delivered_again_not_quarantined(
+    url: str, client: redis.Redis, producer: Celery, tmp_path: Path
+) -> None:
+    # The first worker's main process is stopped once its pool child holds the job: the
+    # child answers (publishes), and the whole worker is SIGKILLed before the
+    # acknowledgement it never got to send. The second worker is SIGKILLed while its
+    # child holds the job again. Two deliveries ended with a dead worker, but the job
+    # was answered: the third delivery answers it again (from the published envelope)
+    # instead of quarantining it "without an answer".
+    env = worker_env(
+        url,
+        **CELERY_TASK_LINES,
+        APPORTION_VISIBILITY_TIMEOUT="6",
+        APPORTION_UNACKED_RESTORE_INTERVAL="1",
+        **{f"APPORTION_TIME_LIMITS__{q}__SOFT": "3" for q in ("ATTACH", "LAUNCH", "EVENTS")},
+        **{f"APPORTION_TIME_LIMITS__{q}__HARD": "4" for q in ("ATTACH", "LAUNCH", "EVENTS")},
+        APPORTION_TIME_LIMITS__PARTITION__SOFT="4",
+        APPORTION_TIME_LIMITS__PARTITION__HARD="5",
+    )
+    job_id = f"answered-{uuid.uuid4()}"
+    sent = producer.send_task(
+        "apportion.partition", args=[{**load_example("partition.json"), "job_id": job_id}]
+    )
+    stream = KEYS.results_stream("partition")
+    for attempt in range(2):
+        worker = Worker(
+            env={**env, "APPORTION_TEST_SLOW_SOLVE": "2"},
+            logfile=tmp_path / f"w{attempt}.log",
+            app_module=FAULT_APP,
+            queues="partition",
+        )
+        worker.start()
+        wait_until(
+            lambda w=worker: any(_sleeping(pid) for pid in _children(w)),  # type: ignore[misc]
+            60,
+            what="a pool child holding the job",
+        )
+        if attempt == 0:
+            assert worker.proc is not None
+            os.kill(worker.proc.pid, signal.SIGSTOP)  # the main process only: no ack
+            wait_until(lambda: client.xlen(stream) == 1, 30, what="the answer published")
+        worker.kill()
+        assert client.hlen("unacked") == 1
+
+    survivor = Worker(
+        env=env, logfile=tmp_path / "w2.log", app_module=FAULT_APP, queues="partition"
+    )
+    survivor.start()
+    try:
+        assert sent.get(timeout=60)["job_id"] == job_id
+        wait_until(lambda: client.hlen("unacked") == 0, 30, what="the job acknowledged")
+        assert f"{sent.id}] received" in survivor.log_text()
+    finally:
+        survivor.stop()
+    assert quarantined(client) == []
+    assert client.xlen(stream) == 1  # answered once

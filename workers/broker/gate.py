@@ -383,6 +383,18 @@ def _is_call(call: Any) -> bool:
     )
 
 
+def answer_id(delivered: Deliver) -> str:
+    """The id a delivered message's answer is filed under (its published marker): the
+    job's own idempotency key, else the task id, as the task answers it."""
+    headers = delivered.message["headers"]
+    own = (
+        _job_id(delivered.call, headers["task"])
+        if delivered.call is not None
+        else (delivered.verdict or {}).get("job_id")
+    )
+    return own if isinstance(own, str) else str(headers["id"])
+
+
 def _job_id(call: list[Any], task: str) -> str | None:
     """The job's own idempotency key, for the envelope of a job the gate rejects."""
     args, kwargs = call[0], call[1]
@@ -438,4 +450,4 @@ def _verdict(code: str, message: str, path: str) -> dict[str, Any]:
     }
 
 
-__all__ = ["VERDICT_HEADER", "Bury", "Deliver", "GateRules", "inspect"]
+__all__ = ["VERDICT_HEADER", "Bury", "Deliver", "GateRules", "answer_id", "inspect"]

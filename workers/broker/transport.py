@@ -75,7 +75,8 @@ under a busy worker, workers killed) show them end to end.
    taking list to the dead letters in one transaction; the record counts deliveries
    per delivery tag: a message handed out
    ``quarantine_after`` times without an answer (each time its worker or pool child
-   died) is quarantined to the dead letters instead of being delivered again. The count
+   died; its published marker is checked first) is quarantined to the dead letters
+   instead of being delivered again. The count
    is forgotten when the delivery ends in an acknowledgement, a rejection, or a requeue
    the task asked for, and for messages given back at shutdown that never reached a
    pool child (see :class:`QoS`); a pool child that died keeps it
@@ -142,7 +143,7 @@ from kombu.utils.json import dumps, loads
 from apportion.errors import StoreUnavailable
 from apportion.limits import Limits
 from apportion.workers.broker.dead_letters import DeadLetterPolicy, DeadLetters
-from apportion.workers.broker.gate import Bury, Deliver, GateRules, inspect
+from apportion.workers.broker.gate import Bury, Deliver, GateRules, answer_id, inspect
 from apportion.workers.redis.client import is_outage
 from apportion.workers.redis.direct import DirectScripts, LuaScript
 from apportion.workers.redis.keys import Keys
@@ -989,6 +990,18 @@ class Channel(kombu_redis.Channel):
         self._deliver_checked(verdict, queue, recorded=True)
         return True
 
+    def _answered(self, verdict: Deliver) -> bool:
+        """Whether the message's job was answered (its published marker is set): a
+        worker that died after publishing, before acknowledging, did not die of the
+        job, and the next delivery answers it again from the marker. Unknown (Redis
+        did not say) counts as not answered: quarantined, as before."""
+        kind = str(verdict.message["headers"]["task"]).removeprefix("apportion.")
+        marker = self.gate.keys.published_marker(kind, answer_id(verdict))
+        try:
+            return bool(self.scripts.call(self.pool, "EXISTS", marker))
+        except (*self.connection_errors, redis.ResponseError):
+            return False
+
     def _settle(self, source: str, taking: str, item: bytes, verdict: Deliver) -> bool:
         """Record a taken item as unacknowledged and count its delivery, in one
         MULTI/EXEC; False when it is quarantined instead (dead-lettered)."""
@@ -1035,7 +1048,7 @@ class Channel(kombu_redis.Channel):
             raise
         if left or not held:
             self._not_held(tag, source, left)
-        if delivered <= self.gate.quarantine_after:
+        if delivered <= self.gate.quarantine_after or self._answered(verdict):
             return True
         try:
             self.dead_letters.bury(

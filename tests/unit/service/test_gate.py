@@ -20,6 +20,7 @@ from apportion.workers.broker.gate import (
     Bury,
     Deliver,
     GateRules,
+    answer_id,
     inspect,
 )
 from tests.fuzz.hostile import nested
@@ -359,3 +360,14 @@ def test_a_job_the_text_vouches_for_gets_the_verdict_the_walk_gives(
     verdict = delivered(message(json.dumps(body).encode()), rules)
 
     assert (verdict.verdict or {}).get("code") == (walked.code if walked else None)
+
+
+def test_an_answer_is_filed_under_the_jobs_own_id_else_the_task_id() -> None:
+    own = delivered(message())
+    without = delivered(message(call({k: v for k, v in JOB.items() if k != "job_id"})))
+    rejected = delivered(message(call({**JOB, "x": nested(600)})))
+
+    assert answer_id(own) == "j-1"
+    assert answer_id(without) == without.message["headers"]["id"]
+    assert rejected.verdict is not None
+    assert answer_id(rejected) == "j-1"
