@@ -16,6 +16,7 @@ import base64
 import contextlib
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -31,7 +32,7 @@ import pytest
 from tests.acceptance.cli import apportion
 from tests.conftest import REQUIRE_REDIS
 from tests.support.gen_docs import example_jobs, kind_of
-from tests.support.processes import REPO, wait_until
+from tests.support.processes import REPO, free_port, wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.worker, pytest.mark.slow]
 
@@ -39,11 +40,15 @@ PROCESSES = ["redis", "attach", "launch", "partition", "events", "flower", "metr
 AUTH = "deploy:pa55"
 
 
-def free_port_block(count: int, step: int) -> int:
-    """A base port such that base, base+step, … base+(count-1)*step are all free."""
-    for base in range(20000, 60000, 1000):
+def free_port_block(count: int, step: int, avoid: int = 0) -> int:
+    """A base port such that base, base+step, … base+(count-1)*step are all free (and
+    none is ``avoid``). The search starts at a random block: two suites on one machine
+    would otherwise both take the first free one before either binds it."""
+    bases = list(range(20000, 60000, 1000))
+    start = random.randrange(len(bases))
+    for base in bases[start:] + bases[:start]:
         ports = [base + i * step for i in range(count)]
-        if all(_free(p) for p in ports):
+        if avoid not in ports and all(_free(p) for p in ports):
             return base
     raise RuntimeError("no block of free ports")
 
@@ -74,8 +79,8 @@ class Honcho:
 def honcho(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Honcho]:
     workdir = tmp_path_factory.mktemp("procfile")
     shutil.copy(REPO / "Procfile", workdir / "Procfile")  # a fresh copy: no var/ yet
-    redis_port = free_port_block(1, 1)
-    base = free_port_block(len(PROCESSES), 100)
+    redis_port = free_port()
+    base = free_port_block(len(PROCESSES), 100, avoid=redis_port)
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",  # the venv, "activated"
