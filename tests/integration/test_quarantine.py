@@ -104,14 +104,13 @@ def test_a_job_that_kills_its_pool_child_is_quarantined_after_two_deliveries(
     assert client.hlen("unacked") == 0
 
 
-def test_a_job_whose_worker_is_killed_twice_is_quarantined_and_can_be_requeued(
-    url: str, client: redis.Redis, producer: Celery, tmp_path: Path
-) -> None:
-    # The whole worker (main process and children) is SIGKILLed while the job runs,
-    # twice: each time the message comes back after the visibility timeout.
-    env = worker_env(
+def _redelivering_env(url: str) -> dict[str, str]:
+    """A worker whose killed deliveries come back within seconds (a 6 s visibility
+    timeout, longer than every hard time limit), logging Celery's "received" lines,
+    which these tests read."""
+    return worker_env(
         url,
-        **CELERY_TASK_LINES,  # this test reads Celery's "received" line
+        **CELERY_TASK_LINES,
         APPORTION_VISIBILITY_TIMEOUT="6",
         APPORTION_UNACKED_RESTORE_INTERVAL="1",
         **{f"APPORTION_TIME_LIMITS__{q}__SOFT": "3" for q in ("ATTACH", "LAUNCH", "EVENTS")},
@@ -119,6 +118,14 @@ def test_a_job_whose_worker_is_killed_twice_is_quarantined_and_can_be_requeued(
         APPORTION_TIME_LIMITS__PARTITION__SOFT="4",
         APPORTION_TIME_LIMITS__PARTITION__HARD="5",
     )
+
+
+def test_a_job_whose_worker_is_killed_twice_is_quarantined_and_can_be_requeued(
+    url: str, client: redis.Redis, producer: Celery, tmp_path: Path
+) -> None:
+    # The whole worker (main process and children) is SIGKILLed while the job runs,
+    # twice: each time the message comes back after the visibility timeout.
+    env = _redelivering_env(url)
     sent = producer.send_task("apportion.test.sleep", args=[{"seconds": 3}], queue="partition")
     for attempt in range(2):
         worker = Worker(
@@ -199,16 +206,7 @@ def test_a_job_answered_before_its_worker_was_killed_twice_is_delivered_again_no
     # child holds the job again. Two deliveries ended with a dead worker, but the job
     # was answered: the third delivery answers it again (from the published envelope)
     # instead of quarantining it "without an answer".
-    env = worker_env(
-        url,
-        **CELERY_TASK_LINES,
-        APPORTION_VISIBILITY_TIMEOUT="6",
-        APPORTION_UNACKED_RESTORE_INTERVAL="1",
-        **{f"APPORTION_TIME_LIMITS__{q}__SOFT": "3" for q in ("ATTACH", "LAUNCH", "EVENTS")},
-        **{f"APPORTION_TIME_LIMITS__{q}__HARD": "4" for q in ("ATTACH", "LAUNCH", "EVENTS")},
-        APPORTION_TIME_LIMITS__PARTITION__SOFT="4",
-        APPORTION_TIME_LIMITS__PARTITION__HARD="5",
-    )
+    env = _redelivering_env(url)
     job_id = f"answered-{uuid.uuid4()}"
     sent = producer.send_task(
         "apportion.partition", args=[{**load_example("partition.json"), "job_id": job_id}]
